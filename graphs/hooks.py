@@ -1,0 +1,45 @@
+"""Registries other apps plug into from `AppConfig.ready()`.
+
+- Context archivers: called by the outbox drain with `(workflow_id, owner_id, context_node_id, reason)`;
+  they archive that workflow's stored conversations and must be idempotent (a retried drain calls them
+  again). Return a small JSON-safe dict of counts.
+- Reset hooks: called inside Reset's transaction with a `ResetContext`; return a JSON-safe dict of
+  what they did, recorded on the closed deployment's `reset_report`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ResetContext:
+    workflow_id: str
+    owner_id: int
+    generation: int
+    graph: dict[str, Any]
+
+
+ContextArchiver = Callable[..., dict[str, Any]]
+ResetHook = Callable[[ResetContext], dict[str, Any]]
+
+_archivers: dict[str, ContextArchiver] = {}
+_reset_hooks: dict[str, ResetHook] = {}
+
+
+def register_context_archiver(name: str, archiver: ContextArchiver) -> None:
+    _archivers[name] = archiver
+
+
+def register_reset_hook(name: str, hook: ResetHook) -> None:
+    _reset_hooks[name] = hook
+
+
+def context_archivers() -> dict[str, ContextArchiver]:
+    return dict(_archivers)
+
+
+def reset_hooks() -> dict[str, ResetHook]:
+    return dict(_reset_hooks)

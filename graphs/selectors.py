@@ -1,0 +1,63 @@
+"""Reads for workflows. Every API lookup goes through the owner: another owner's id is `not_found`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+
+from graphs.models import ContextArchiveOutbox, Deployment, Workflow
+from opencompany.core.errors import not_found
+
+
+def workflows_of(*, owner: Any) -> QuerySet[Workflow]:
+    return Workflow.objects.filter(owner=owner)
+
+
+def workflow_for_owner(*, owner: Any, workflow_id: str) -> Workflow:
+    """The owner's workflow, or `not_found` (404) — the same answer for a missing and a foreign id."""
+    if owner is None or not getattr(owner, "is_authenticated", False):
+        raise not_found("workflow")
+    workflow = Workflow.objects.filter(owner=owner, pk=str(workflow_id)[:40]).first()
+    if workflow is None:
+        raise not_found("workflow")
+    return workflow
+
+
+def live_deployment(*, workflow: Workflow | str) -> Deployment | None:
+    workflow_id = workflow if isinstance(workflow, str) else workflow.pk
+    return Deployment.objects.filter(workflow_id=workflow_id, state=Deployment.State.LIVE).first()
+
+
+def latest_deployment(*, workflow: Workflow | str) -> Deployment | None:
+    workflow_id = workflow if isinstance(workflow, str) else workflow.pk
+    return Deployment.objects.filter(workflow_id=workflow_id).order_by("-generation").first()
+
+
+def current_generation(*, workflow: Workflow | str) -> int:
+    """The live generation, else the last closed one, else 0 (never deployed)."""
+    deployment = latest_deployment(workflow=workflow)
+    return deployment.generation if deployment else 0
+
+
+def workflow_state(*, workflow: Workflow) -> str:
+    """`draft` (never deployed), `live` or `reset`."""
+    deployment = latest_deployment(workflow=workflow)
+    return deployment.state if deployment else "draft"
+
+
+def nodes_of_type(*, graph: dict[str, Any], node_type: str) -> list[dict[str, Any]]:
+    return [n for n in graph.get("nodes", []) if isinstance(n, dict) and n.get("type") == node_type]
+
+
+def node_in_graph(*, graph: dict[str, Any], node_id: str) -> dict[str, Any] | None:
+    for node in graph.get("nodes", []):
+        if isinstance(node, dict) and node.get("id") == node_id:
+            return node
+    return None
+
+
+def pending_archives_count(*, workflow_id: str) -> int:
+    return ContextArchiveOutbox.objects.filter(
+        workflow_id=workflow_id, state=ContextArchiveOutbox.State.PENDING
+    ).count()

@@ -1,0 +1,59 @@
+"""Domain errors: one exception type, rendered the same by the API and the websocket."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Codes shared across apps. App-specific codes live in each app's errors.py.
+INVALID_REQUEST = "invalid_request"
+NOT_FOUND = "not_found"
+TOO_LARGE = "too_large"
+PERMISSION_DENIED = "permission_denied"
+NOT_AUTHENTICATED = "not_authenticated"
+METHOD_NOT_ALLOWED = "method_not_allowed"
+THROTTLED = "throttled"
+INTERNAL_ERROR = "internal_error"
+
+_DEFAULT_STATUS = {
+    INVALID_REQUEST: 400,
+    NOT_FOUND: 404,
+    TOO_LARGE: 413,
+    PERMISSION_DENIED: 403,
+    NOT_AUTHENTICATED: 401,
+    METHOD_NOT_ALLOWED: 405,
+    THROTTLED: 429,
+}
+
+
+class ApplicationError(Exception):
+    """A refusal the caller can act on: a stable snake_case `code`, a human `message`, an `extra` dict.
+
+    `status` is the HTTP status the API renders; it defaults from the code (400 otherwise).
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        extra: dict[str, Any] | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra or {}
+        self.status = status if status is not None else _DEFAULT_STATUS.get(code, 400)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "extra": self.extra}
+
+    def __repr__(self) -> str:
+        return f"ApplicationError(code={self.code!r}, status={self.status})"
+
+
+def not_found(what: str = "object") -> ApplicationError:
+    return ApplicationError(NOT_FOUND, f"No such {what}.", status=404)
+
+
+def invalid(message: str, fields: dict[str, Any] | None = None) -> ApplicationError:
+    return ApplicationError(INVALID_REQUEST, message, {"fields": fields} if fields else {}, status=400)
