@@ -1,0 +1,102 @@
+from typing import Any
+
+from rest_framework import serializers
+
+
+class GraphField(serializers.JSONField):
+    """A graph object `{graphVersion, nodes, edges}`; shape is checked by the normalizer."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("Expected a graph object with 'nodes' and 'edges'.")
+        for key in ("nodes", "edges"):
+            if key in value and not isinstance(value[key], list):
+                raise serializers.ValidationError(f"'{key}' must be a list.")
+        return value
+
+
+class WorkflowCreateInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    graph = GraphField(required=False)
+
+
+class WorkflowSaveInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200, required=False)
+    graph = GraphField()
+    expected_revision = serializers.IntegerField(min_value=1)
+
+
+class ValidateInput(serializers.Serializer):
+    graph = GraphField(required=False)
+
+
+class ImportInput(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    graph = GraphField()
+
+
+class SubagentInput(serializers.Serializer):
+    type = serializers.CharField(max_length=64, required=False, default="aiAgent")
+    label = serializers.CharField(max_length=200, required=False, allow_blank=True)
+
+
+class IssueSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    node_id = serializers.CharField(allow_null=True)
+    message = serializers.CharField()
+
+
+class ValidationReportSerializer(serializers.Serializer):
+    errors = IssueSerializer(many=True)
+    warnings = IssueSerializer(many=True)
+
+
+class WorkflowSummarySerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    revision = serializers.IntegerField()
+    generation = serializers.IntegerField()
+    state = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class WorkflowSerializer(WorkflowSummarySerializer):
+    graph = serializers.JSONField()
+    warnings = serializers.ListField(child=serializers.DictField())
+    aliases = serializers.DictField(child=serializers.CharField())
+    validation = ValidationReportSerializer()
+    context_archives_pending = serializers.IntegerField()
+
+
+class WorkflowListSerializer(serializers.Serializer):
+    results = WorkflowSummarySerializer(many=True)
+    next = serializers.CharField(allow_null=True)
+
+
+class DeploySerializer(serializers.Serializer):
+    workflow_id = serializers.CharField()
+    generation = serializers.IntegerField()
+    state = serializers.CharField()
+    started_at = serializers.DateTimeField(required=False)
+
+
+class ResetSerializer(serializers.Serializer):
+    workflow_id = serializers.CharField()
+    generation = serializers.IntegerField()
+    state = serializers.CharField()
+    idempotent = serializers.BooleanField()
+    hooks = serializers.DictField()
+
+
+class ExportSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    graph = serializers.JSONField()
+
+
+class SubagentOutput(serializers.Serializer):
+    graph = serializers.JSONField()
+    node_id = serializers.CharField()
+    context_node_id = serializers.CharField()
+    revision = serializers.IntegerField()

@@ -1,0 +1,187 @@
+"""Thin DRF views for workflows: validate input → call a service → render output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from graphs import services
+from graphs.api import serializers as s
+from graphs.models import Workflow
+from graphs.selectors import (
+    latest_deployment,
+    pending_archives_count,
+    workflow_for_owner,
+    workflows_of,
+)
+from graphs.specs import node_specs_payload
+from graphs.validate import validate_workflow
+from opencompany.core.pagination import make_cursor, read_cursor
+
+PAGE_SIZE = 50
+
+
+def _summary(workflow: Workflow) -> dict[str, Any]:
+    deployment = latest_deployment(workflow=workflow)
+    return {
+        "id": workflow.pk,
+        "name": workflow.name,
+        "revision": workflow.revision,
+        "generation": deployment.generation if deployment else 0,
+        "state": deployment.state if deployment else "draft",
+        "created_at": workflow.created_at,
+        "updated_at": workflow.updated_at,
+    }
+
+
+def render_workflow(write: services.GraphWrite) -> dict[str, Any]:
+    workflow = write.workflow
+    return {
+        **_summary(workflow),
+        "graph": workflow.graph,
+        "warnings": write.warnings,
+        "aliases": write.aliases,
+        "validation": write.validation,
+        "context_archives_pending": pending_archives_count(workflow_id=workflow.pk),
+    }
+
+
+class NodeSpecsView(APIView):
+    @extend_schema(responses={200: dict}, summary="The node-spec catalogue with its hash")
+    def get(self, request: Request) -> Response:
+        return Response(node_specs_payload())
+
+
+class WorkflowListView(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("cursor", str, required=False)],
+        responses=s.WorkflowListSerializer,
+        operation_id="workflows_list",
+        summary="The signed-in owner's workflows (newest first, cursor-paginated)",
+    )
+    def get(self, request: Request) -> Response:
+        position = read_cursor(request.query_params.get("cursor"), salt="workflows", bound_to=request.user.pk)
+        qs = workflows_of(owner=request.user).order_by("-created_at", "-id")
+        if position:
+            created, last_id = position
+            from django.db.models import Q
+            from django.utils.dateparse import parse_datetime
+
+            when = parse_datetime(created)
+            qs = qs.filter(Q(created_at__lt=when) | Q(created_at=when, id__lt=last_id))
+        page = list(qs[: PAGE_SIZE + 1])
+        nxt = None
+        if len(page) > PAGE_SIZE:
+            page = page[:PAGE_SIZE]
+            last = page[-1]
+            nxt = make_cursor(
+                salt="workflows", bound_to=request.user.pk, position=[last.created_at.isoformat(), last.pk]
+            )
+        return Response({"results": [_summary(w) for w in page], "next": nxt})
+
+    @extend_schema(request=s.WorkflowCreateInput, responses={201: s.WorkflowSerializer}, summary="Create a workflow")
+    def post(self, request: Request) -> Response:
+        data = s.WorkflowCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        write = services.workflow_create_report(
+            owner=request.user, name=data.validated_data["name"], graph=data.validated_data.get("graph")
+        )
+        return Response(render_workflow(write), status=status.HTTP_201_CREATED)
+
+
+class WorkflowDetailView(APIView):
+    @extend_schema(responses=s.WorkflowSerializer, summary="Get a workflow (drains pending Context archives)")
+    def get(self, request: Request, workflow_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        return Response(render_workflow(services.workflow_get(workflow=workflow)))
+
+    @extend_schema(request=s.WorkflowSaveInput, responses=s.WorkflowSerializer, summary="Save a workflow's graph")
+    def put(self, request: Request, workflow_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        data = s.WorkflowSaveInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        write = services.workflow_save(
+            workflow=workflow,
+            graph=data.validated_data["graph"],
+            expected_revision=data.validated_data["expected_revision"],
+            name=data.validated_data.get("name"),
+        )
+        return Response(render_workflow(write))
+
+    @extend_schema(responses={204: None}, summary="Delete a workflow (archives its conversations)")
+    def delete(self, request: Request, workflow_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        services.workflow_delete(workflow=workflow)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class WorkflowValidateView(APIView):
+    @extend_schema(request=s.ValidateInput, responses=s.ValidationReportSerializer, summary="Validate a graph")
+    def post(self, request: Request, workflow_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        data = s.ValidateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        graph = data.validated_data.get("graph", workflow.graph)
+        result = services.graph_normalize(workflow_id=workflow.pk, graph=graph)
+        return Response(validate_workflow(result.graph))
+
+
+class WorkflowDeployView(APIView):
+    @extend_schema(request=None, responses=s.DeploySerializer, summary="Deploy (admits a generation)")
+    def post(self, request: Request, workflow_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        deployment = services.workflow_deploy(workflow=workflow, actor=request.user)
+        return Response(
+            {
+                "workflow_id": workflow.pk,
+                "generation": deployment.generation,
+                "state": deployment.state,
+                "started_at": deployment.started_at,
+            }
+        )
+
+
+class WorkflowResetView(APIView):
+    @extend_schema(request=None, responses=s.ResetSerializer, summary="Reset (closes the live generation)")
+    def post(self, request: Request, workflow_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        outcome = services.workflow_reset(workflow=workflow, actor=request.user)
+        return Response({"workflow_id": workflow.pk, **outcome})
+
+
+class WorkflowImportView(APIView):
+    @extend_schema(request=s.ImportInput, responses={201: s.WorkflowSerializer}, summary="Import a graph")
+    def post(self, request: Request) -> Response:
+        data = s.ImportInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        write = services.workflow_import(
+            owner=request.user, name=data.validated_data["name"], graph=data.validated_data["graph"]
+        )
+        return Response(render_workflow(write), status=status.HTTP_201_CREATED)
+
+
+class WorkflowExportView(APIView):
+    @extend_schema(responses=s.ExportSerializer, summary="Export a sanitized graph")
+    def get(self, request: Request, workflow_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        return Response(services.workflow_export(workflow=workflow))
+
+
+class SubagentView(APIView):
+    @extend_schema(request=s.SubagentInput, responses={201: s.SubagentOutput}, summary="Add a subagent with its Context")
+    def post(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        data = s.SubagentInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        out = services.workflow_add_subagent(
+            workflow=workflow,
+            agent_node_id=agent_node_id,
+            type=data.validated_data.get("type") or "aiAgent",
+            label=data.validated_data.get("label") or None,
+        )
+        return Response(out, status=status.HTTP_201_CREATED)

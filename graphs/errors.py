@@ -1,0 +1,10 @@
+"""Error codes of the graphs app (stable API)."""
+
+INVALID_CONTEXT_TOPOLOGY = "invalid_context_topology"
+VALIDATION_FAILED = "validation_failed"
+REVISION_CONFLICT = "revision_conflict"
+GRAPH_TOO_LARGE = "graph_too_large"
+INVALID_GRAPH = "invalid_graph"
+NOT_A_TEAM_LEAD = "not_a_team_lead"
+INVALID_SUBAGENT_TYPE = "invalid_subagent_type"
+NOT_DEPLOYED = "not_deployed"

@@ -1,0 +1,104 @@
+"""The shared kernel: sanitizer, events after commit, error rendering, ids, cursors."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+
+from opencompany.core import events
+from opencompany.core.errors import ApplicationError
+from opencompany.core.ids import mint_id
+from opencompany.core.pagination import make_cursor, read_cursor
+from opencompany.core.sanitize import blocked_keys_in, is_blocked_key, sanitize_payload
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "api_key", "apiKey", "API-KEY", "openai_api_key", "accessToken", "refresh_token", "token", "authToken",
+        "client_secret", "password", "private_key", "memory_content", "memoryContent", "last_session_id",
+        "thoughtSignature", "signature", "encrypted_content", "provider_bindings", "raw_transcript", "Authorization",
+        "credentials", "github_token", "session_token",
+    ],
+)
+def test_blocked_keys(key):
+    assert is_blocked_key(key) is True
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["max_tokens", "maxTokens", "max_output_tokens", "input_tokens", "output_tokens", "total_tokens", "label",
+     "reset_policy", "system_prompt", "model", "temperature", "context_window", "next_page_token"],
+)
+def test_safe_keys(key):
+    assert is_blocked_key(key) is False
+
+
+def test_sanitize_is_deep_and_does_not_mutate():
+    value = {"a": [{"api_key": "x", "keep": 1}], "nested": {"memory_content": "m", "max_tokens": 5}}
+
+    out = sanitize_payload(value)
+
+    assert out == {"a": [{"keep": 1}], "nested": {"max_tokens": 5}}
+    assert value["nested"]["memory_content"] == "m"
+    assert blocked_keys_in(out) == []
+    assert blocked_keys_in(value) == ["a[0].api_key", "nested.memory_content"]
+
+
+def test_mint_id_is_prefixed_and_unique():
+    ids = {mint_id("wf") for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(i.startswith("wf_") and len(i) == 23 for i in ids)
+
+
+def test_cursor_roundtrip_and_binding():
+    token = make_cursor(salt="t", bound_to=["ns", "q"], position=[3, "x"])
+
+    assert read_cursor(token, salt="t", bound_to=["ns", "q"]) == [3, "x"]
+    assert read_cursor(None, salt="t", bound_to=["ns", "q"]) is None
+    for bad in (token[:-2] + "zz", "garbage"):
+        with pytest.raises(ApplicationError) as err:
+            read_cursor(bad, salt="t", bound_to=["ns", "q"])
+        assert err.value.code == "invalid_cursor"
+    with pytest.raises(ApplicationError) as err:
+        read_cursor(token, salt="t", bound_to=["other", "q"])
+    assert err.value.code == "invalid_cursor"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_publish_on_commit_waits_for_commit_and_skips_on_rollback(events):
+    events.subscribe("owner.1")
+
+    with transaction.atomic():
+        events_mod = events  # readability
+        from opencompany.core.events import publish_on_commit
+
+        publish_on_commit("owner.1", "x.updated", {"id": 1})
+        assert events_mod.drain() == []
+    assert events.drain() == [{"type": "x.updated", "data": {"id": 1}}]
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        publish_on_commit("owner.1", "x.updated", {"id": 2})
+        raise RuntimeError("roll back")
+    assert events.drain() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_channel_layer_never_raises_into_the_caller(monkeypatch):
+    class Broken:
+        async def group_send(self, *args, **kwargs):
+            raise ConnectionError("redis down")
+
+    monkeypatch.setattr(events, "get_channel_layer", lambda *a, **k: Broken())
+
+    with transaction.atomic():
+        events.publish_on_commit("owner.1", "x", {})
+    events.publish_now("owner.1", "x", {})  # no exception
+
+
+def test_application_error_defaults():
+    err = ApplicationError("version_conflict", "stale", {"current_version": 3}, status=409)
+
+    assert err.as_dict() == {"code": "version_conflict", "message": "stale", "extra": {"current_version": 3}}
+    assert ApplicationError("not_found", "x").status == 404
+    assert ApplicationError("anything_else", "x").status == 400
