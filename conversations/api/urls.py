@@ -1,3 +1,16 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from conversations.api import views
+
+urlpatterns = [
+    path(
+        "workflows/<str:workflow_id>/conversations",
+        views.ConversationListView.as_view(),
+        name="workflow-conversations",
+    ),
+    path(
+        "workflows/<str:workflow_id>/conversations/<str:agent_node_id>",
+        views.ConversationDetailView.as_view(),
+        name="workflow-conversation",
+    ),
+]

@@ -1,0 +1,220 @@
+"""Staff views of the conversation store. Read-only; writes (clear, purge) go through services."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+
+from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
+from conversations.services import archive_purge, conversation_clear
+from conversations.types import ConversationKey
+from opencompany.llm.wire import text_of, tool_calls_of
+
+PREVIEW_CHARS = 160
+
+
+def message_preview(wire: Any) -> str:
+    """A one-line readable preview of a wire message: its text, else its tool calls."""
+    if not isinstance(wire, dict):
+        return ""
+    text = " ".join(text_of(wire).split())
+    if not text:
+        calls = [c.get("name", "?") for c in tool_calls_of(wire)]
+        text = f"[tool calls: {', '.join(calls)}]" if calls else ""
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+def _pretty(value: Any) -> str:
+    return format_html(
+        "<pre style='white-space:pre-wrap'>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False)
+    )
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ConversationMessageInline(admin.TabularInline):
+    model = ConversationMessage
+    fields = ("seq", "role", "preview", "size", "digest", "created_at")
+    readonly_fields = fields
+    ordering = ("seq",)
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="role")
+    def role(self, obj: ConversationMessage) -> str:
+        return obj.role
+
+    @admin.display(description="preview")
+    def preview(self, obj: ConversationMessage) -> str:
+        return message_preview(obj.wire)
+
+
+@admin.register(AgentConversation)
+class AgentConversationAdmin(ReadOnlyAdmin):
+    list_display = (
+        "workflow_id",
+        "generation",
+        "agent_node_id",
+        "owner",
+        "length",
+        "bytes",
+        "revision",
+        "notes_count",
+        "updated_at",
+    )
+    list_filter = ("generation", "updated_at")
+    search_fields = ("workflow_id", "agent_node_id", "owner__username")
+    list_select_related = ("owner",)
+    readonly_fields = (
+        "owner",
+        "workflow_id",
+        "generation",
+        "agent_node_id",
+        "length",
+        "bytes",
+        "revision",
+        "head_digest",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "last_input_tokens",
+        "notes_pretty",
+        "notes_revision",
+        "created_at",
+        "updated_at",
+    )
+    exclude = ("notes",)
+    inlines = [ConversationMessageInline]
+    actions = ["clear_conversations"]
+
+    @admin.display(description="notes")
+    def notes_count(self, obj: AgentConversation) -> int:
+        return len(obj.notes or [])
+
+    @admin.display(description="notes")
+    def notes_pretty(self, obj: AgentConversation) -> str:
+        return _pretty(obj.notes)
+
+    @admin.action(description="Clear (archive, then empty) the selected conversations")
+    def clear_conversations(self, request: HttpRequest, queryset: QuerySet[AgentConversation]) -> None:
+        cleared = 0
+        for row in queryset.order_by("workflow_id", "generation", "agent_node_id"):
+            key = ConversationKey(
+                workflow_id=row.workflow_id, generation=row.generation, agent_node_id=row.agent_node_id
+            )
+            cleared += int(conversation_clear(key=key).cleared)
+        self.message_user(request, f"Cleared {cleared} conversation(s).", messages.SUCCESS)
+
+
+@admin.register(ConversationMessage)
+class ConversationMessageAdmin(ReadOnlyAdmin):
+    list_display = ("conversation", "seq", "role", "preview", "size", "created_at")
+    list_select_related = ("conversation",)
+    search_fields = ("conversation__workflow_id", "conversation__agent_node_id", "digest")
+    readonly_fields = ("conversation", "seq", "role", "digest", "size", "created_at", "wire_pretty")
+    exclude = ("wire",)
+    ordering = ("conversation_id", "seq")
+
+    @admin.display(description="preview")
+    def preview(self, obj: ConversationMessage) -> str:
+        return message_preview(obj.wire)
+
+    @admin.display(description="wire")
+    def wire_pretty(self, obj: ConversationMessage) -> str:
+        return _pretty(obj.wire)
+
+
+@admin.register(ConversationArchive)
+class ConversationArchiveAdmin(ReadOnlyAdmin):
+    list_display = ("workflow_id", "generation", "agent_node_id", "reason", "length", "bytes", "archived_at")
+    list_filter = ("reason", "archived_at")
+    search_fields = ("workflow_id", "agent_node_id", "owner__username")
+    list_select_related = ("owner",)
+    readonly_fields = (
+        "owner",
+        "workflow_id",
+        "generation",
+        "agent_node_id",
+        "reason",
+        "length",
+        "bytes",
+        "revision",
+        "archived_at",
+        "messages_pretty",
+        "notes_pretty",
+    )
+    exclude = ("messages", "notes")
+    actions = ["purge_expired"]
+
+    @admin.display(description="messages")
+    def messages_pretty(self, obj: ConversationArchive) -> str:
+        return _pretty(obj.messages)
+
+    @admin.display(description="notes")
+    def notes_pretty(self, obj: ConversationArchive) -> str:
+        return _pretty(obj.notes)
+
+    @admin.action(description="Purge archives older than the retention window")
+    def purge_expired(self, request: HttpRequest, queryset: QuerySet[ConversationArchive]) -> None:
+        deleted = archive_purge()
+        self.message_user(
+            request, f"Purged {deleted} archive(s) past the retention window.", messages.SUCCESS
+        )
+
+
+@admin.register(BranchSnapshot)
+class BranchSnapshotAdmin(ReadOnlyAdmin):
+    list_display = (
+        "thread_key",
+        "leaf_uid",
+        "agent_node_id",
+        "workflow_id",
+        "generation",
+        "bytes",
+        "created_at",
+    )
+    list_filter = ("generation",)
+    search_fields = ("thread_key", "leaf_uid", "agent_node_id", "workflow_id")
+    readonly_fields = (
+        "owner",
+        "thread_key",
+        "leaf_uid",
+        "agent_node_id",
+        "workflow_id",
+        "generation",
+        "bytes",
+        "created_at",
+        "messages_pretty",
+        "notes_pretty",
+    )
+    exclude = ("messages", "notes")
+
+    @admin.display(description="messages")
+    def messages_pretty(self, obj: BranchSnapshot) -> str:
+        return _pretty(obj.messages)
+
+    @admin.display(description="notes")
+    def notes_pretty(self, obj: BranchSnapshot) -> str:
+        return _pretty(obj.notes)

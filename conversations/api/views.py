@@ -1,0 +1,92 @@
+"""Thin DRF views for an owner's agent conversations (DESIGN §10). Every lookup goes through the
+owner's workflow: another owner's workflow id answers 404 and changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from conversations.api import serializers as s
+from conversations.selectors import conversation_get, conversation_list, conversation_messages_page
+from conversations.services import conversation_clear
+from conversations.types import ConversationKey
+from graphs.models import Workflow
+from graphs.selectors import current_generation, workflow_for_owner
+from opencompany.core.errors import invalid
+from opencompany.core.pagination import make_cursor, read_cursor
+
+_CURSOR_SALT = "conversation-messages"
+
+_GENERATION = OpenApiParameter("generation", int, description="Defaults to the current generation.")
+
+
+def _key(request: Request, workflow: Workflow, agent_node_id: str, generation: int | None) -> ConversationKey:
+    chosen = generation if generation is not None else current_generation(workflow=workflow)
+    if chosen < 1:
+        raise invalid("The workflow was never deployed; pass ?generation=.", {"generation": ["required"]})
+    return ConversationKey(workflow_id=workflow.pk, generation=chosen, agent_node_id=agent_node_id)
+
+
+class ConversationListView(APIView):
+    @extend_schema(responses=s.ConversationRowOutput(many=True), summary="The workflow's conversations")
+    def get(self, request: Request, workflow_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        rows = conversation_list(workflow_id=workflow.pk)
+        return Response(s.ConversationRowOutput(rows, many=True).data)
+
+
+class ConversationDetailView(APIView):
+    @extend_schema(
+        parameters=[s.ConversationQueryInput, _GENERATION],
+        responses=s.ConversationPageOutput,
+        summary="One conversation: messages by seq, cursor-paginated",
+    )
+    def get(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        query = s.ConversationQueryInput(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        key = _key(request, workflow, agent_node_id, query.validated_data.get("generation"))
+        bound = [key.workflow_id, key.generation, key.agent_node_id]
+        after = read_cursor(query.validated_data.get("cursor"), salt=_CURSOR_SALT, bound_to=bound) or 0
+        if not isinstance(after, int) or after < 0:
+            raise invalid("The cursor is malformed.")
+        head = conversation_get(key=key)
+        rows, more = conversation_messages_page(key=key, after_seq=after, limit=query.validated_data["limit"])
+        body: dict[str, Any] = {
+            "workflow_id": key.workflow_id,
+            "generation": key.generation,
+            "agent_node_id": key.agent_node_id,
+            "length": head.length if head else 0,
+            "bytes": head.bytes if head else 0,
+            "revision": head.revision if head else 0,
+            "notes": head.notes if head else [],
+            "notes_revision": head.notes_revision if head else 0,
+            "messages": rows,
+            "next": make_cursor(salt=_CURSOR_SALT, bound_to=bound, position=rows[-1].seq + 1)
+            if more
+            else None,
+        }
+        return Response(s.ConversationPageOutput(body).data)
+
+    @extend_schema(
+        parameters=[_GENERATION], responses=s.ClearOutput, summary="Clear (archive) a conversation"
+    )
+    def delete(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        query = s.ConversationQueryInput(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        key = _key(request, workflow, agent_node_id, query.validated_data.get("generation"))
+        result = conversation_clear(key=key)
+        body = {
+            "cleared": result.cleared,
+            "archive_id": result.archive_id,
+            "generation": key.generation,
+            "agent_node_id": key.agent_node_id,
+            "length": result.length,
+            "revision": result.revision,
+        }
+        return Response(s.ClearOutput(body).data)

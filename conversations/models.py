@@ -1,0 +1,142 @@
+"""The agent's Context: a head row per conversation key plus append-only message rows.
+
+A key is `(workflow_id, generation, agent_node_id)`. `workflow_id` is a plain indexed string, not a
+foreign key: the archive outbox drain archives the conversations of a workflow whose row is already
+gone. Ownership rides on the `owner` foreign key instead.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class AgentConversation(models.Model):
+    """Head row: counters, the digest of the last message, usage, working notes."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_conversations"
+    )
+    workflow_id = models.CharField(max_length=40, db_index=True)
+    generation = models.PositiveIntegerField()
+    agent_node_id = models.CharField(max_length=255)
+    length = models.PositiveIntegerField(default=0)
+    revision = models.PositiveBigIntegerField(default=0)
+    bytes = models.PositiveBigIntegerField(default=0, help_text="UTF-8 size of the canonical JSON messages.")
+    head_digest = models.CharField(
+        max_length=64, blank=True, default="", help_text="Chained digest of the last message ('' when empty)."
+    )
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cache_read_tokens = models.PositiveBigIntegerField(default=0)
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    last_input_tokens = models.PositiveBigIntegerField(
+        default=0, help_text="Prompt tokens of the latest request (context pressure)."
+    )
+    notes = models.JSONField(default=list, blank=True, help_text="Working notes: [{id, text}].")
+    notes_revision = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["workflow_id", "-generation", "agent_node_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_id", "generation", "agent_node_id"], name="conversation_unique_key"
+            ),
+            models.CheckConstraint(condition=Q(generation__gte=1), name="conversation_generation_positive"),
+            models.CheckConstraint(
+                condition=Q(length=0, head_digest="") | (Q(length__gt=0) & ~Q(head_digest="")),
+                name="conversation_digest_matches_length",
+            ),
+        ]
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="conversation_owner_updated")]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id} g{self.generation} {self.agent_node_id} ({self.length} messages)"
+
+
+class ConversationMessage(models.Model):
+    """One message of a conversation. Rows are appended; a rewrite deletes from a seq and re-appends."""
+
+    conversation = models.ForeignKey(AgentConversation, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    wire = models.JSONField()
+    digest = models.CharField(max_length=64, help_text="sha256(previous digest + canonical JSON of wire).")
+    size = models.PositiveIntegerField(default=0, help_text="UTF-8 size of the canonical JSON.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation_id", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="conversation_message_unique_seq")
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} of conversation {self.conversation_id}"
+
+    @property
+    def role(self) -> str:
+        return str(self.wire.get("role", "")) if isinstance(self.wire, dict) else ""
+
+
+class ConversationArchive(models.Model):
+    """A copy of a conversation taken before it was emptied (clear, reset, Context removed)."""
+
+    class Reason(models.TextChoices):
+        CLEARED = "cleared", "cleared"
+        RESET = "reset", "reset"
+        CONTEXT_REMOVED = "context_removed", "context removed"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversation_archives"
+    )
+    workflow_id = models.CharField(max_length=40, db_index=True)
+    generation = models.PositiveIntegerField()
+    agent_node_id = models.CharField(max_length=255)
+    reason = models.CharField(max_length=20, choices=Reason.choices)
+    messages = models.JSONField(default=list, blank=True)
+    notes = models.JSONField(default=list, blank=True)
+    length = models.PositiveIntegerField(default=0)
+    bytes = models.PositiveBigIntegerField(default=0)
+    revision = models.PositiveBigIntegerField(default=0, help_text="Conversation revision when archived.")
+    archived_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-archived_at", "-id"]
+        indexes = [
+            models.Index(fields=["workflow_id", "generation", "agent_node_id"], name="conv_archive_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id} g{self.generation} {self.agent_node_id} ({self.reason})"
+
+
+class BranchSnapshot(models.Model):
+    """The messages and notes of an agent's conversation on a chat branch the owner left."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="branch_snapshots"
+    )
+    thread_key = models.CharField(max_length=255)
+    leaf_uid = models.CharField(max_length=64)
+    agent_node_id = models.CharField(max_length=255)
+    workflow_id = models.CharField(max_length=40, db_index=True)
+    generation = models.PositiveIntegerField()
+    messages = models.JSONField(default=list, blank=True)
+    notes = models.JSONField(default=list, blank=True)
+    bytes = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["thread_key", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread_key", "leaf_uid", "agent_node_id"], name="branch_snapshot_key"
+            )
+        ]
+        indexes = [models.Index(fields=["thread_key", "created_at"], name="branch_snapshot_age")]
+
+    def __str__(self) -> str:
+        return f"{self.thread_key} leaf {self.leaf_uid} {self.agent_node_id}"

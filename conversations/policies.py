@@ -1,0 +1,40 @@
+"""Transcript policies (DESIGN §6). The pure functions live in the runtime (`opencompany.llm.policies`,
+which may not import apps); this module is their home for the conversation store's callers."""
+
+from opencompany.llm.policies import (
+    CLEARED_RESULT_TEXT,
+    DEFAULT_TOOL_RESULT_MAX_CHARS,
+    DEFAULT_TRANSCRIPT_BUDGET_BYTES,
+    INTERRUPTED_RESULT_TEXT,
+    SUMMARY_PREFIX,
+    CompactionPlan,
+    CompactionRefused,
+    Summarizer,
+    apply_compaction,
+    cap_tool_results,
+    clear_old_results,
+    close_unanswered_tool_calls,
+    latest_turn_start,
+    plan_compaction,
+    render_for_summary,
+    summary_message,
+)
+
+__all__ = [
+    "CLEARED_RESULT_TEXT",
+    "DEFAULT_TOOL_RESULT_MAX_CHARS",
+    "DEFAULT_TRANSCRIPT_BUDGET_BYTES",
+    "INTERRUPTED_RESULT_TEXT",
+    "SUMMARY_PREFIX",
+    "CompactionPlan",
+    "CompactionRefused",
+    "Summarizer",
+    "apply_compaction",
+    "cap_tool_results",
+    "clear_old_results",
+    "close_unanswered_tool_calls",
+    "latest_turn_start",
+    "plan_compaction",
+    "render_for_summary",
+    "summary_message",
+]

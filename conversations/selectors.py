@@ -1,0 +1,142 @@
+"""Reads of the conversation store."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import DatabaseError
+from django.db.models import QuerySet
+
+from conversations import errors
+from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
+from conversations.types import ConversationCursor, ConversationKey, NotesState
+from opencompany.core.errors import ApplicationError
+
+logger = logging.getLogger(__name__)
+
+
+def conversation_get(*, key: ConversationKey) -> AgentConversation | None:
+    """The head row of `key`, or None when nothing was ever stored under it."""
+    return AgentConversation.objects.filter(**key.filter_kwargs()).first()
+
+
+def conversation_for_update(*, key: ConversationKey) -> AgentConversation | None:
+    """The head row of `key`, locked until the end of the current transaction (None when missing).
+
+    Call inside an atomic block. Callers locking several conversations lock them in key order
+    (workflow_id, generation, agent_node_id) so two movers never deadlock.
+    """
+    return AgentConversation.objects.select_for_update().filter(**key.filter_kwargs()).first()
+
+
+def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
+    """The stored messages in seq order (`[]` when none). A database error is raised loudly as
+    `conversation_load_failed`: an agent never runs with silently missing context."""
+    try:
+        return list(
+            ConversationMessage.objects.filter(
+                conversation__workflow_id=key.workflow_id,
+                conversation__generation=key.generation,
+                conversation__agent_node_id=key.agent_node_id,
+            )
+            .order_by("seq")
+            .values_list("wire", flat=True)
+        )
+    except DatabaseError as exc:
+        logger.exception(
+            "conversation load failed workflow=%s generation=%s agent=%s",
+            key.workflow_id,
+            key.generation,
+            key.agent_node_id,
+        )
+        raise ApplicationError(
+            errors.CONVERSATION_LOAD_FAILED,
+            "The stored conversation could not be read; the run cannot continue without it.",
+            status=errors.STATUS[errors.CONVERSATION_LOAD_FAILED],
+        ) from exc
+
+
+def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:
+    """The cursor of the stored conversation as it is now: `(generation, length, digest, notes)`."""
+    row = (
+        AgentConversation.objects.filter(**key.filter_kwargs())
+        .values("length", "head_digest", "notes")
+        .first()
+    )
+    if row is None:
+        return ConversationCursor(generation=key.generation, length=0, digest="", notes=[])
+    return ConversationCursor(
+        generation=key.generation,
+        length=row["length"],
+        digest=row["head_digest"],
+        notes=list(row["notes"] or []),
+    )
+
+
+def conversation_list(*, workflow_id: str) -> QuerySet[AgentConversation]:
+    """Every conversation of a workflow (metadata only), newest generation first, then by agent."""
+    return (
+        AgentConversation.objects.filter(workflow_id=workflow_id)
+        .order_by("-generation", "agent_node_id")
+        .only(
+            "id",
+            "owner_id",
+            "workflow_id",
+            "generation",
+            "agent_node_id",
+            "length",
+            "bytes",
+            "revision",
+            "notes",
+            "notes_revision",
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "last_input_tokens",
+            "created_at",
+            "updated_at",
+        )
+    )
+
+
+def conversation_messages_page(
+    *, key: ConversationKey, after_seq: int, limit: int
+) -> tuple[list[ConversationMessage], bool]:
+    """Up to `limit` messages with `seq >= after_seq` in seq order, and whether more follow."""
+    rows = list(
+        ConversationMessage.objects.filter(
+            conversation__workflow_id=key.workflow_id,
+            conversation__generation=key.generation,
+            conversation__agent_node_id=key.agent_node_id,
+            seq__gte=after_seq,
+        )
+        .order_by("seq")
+        .only("seq", "wire", "digest", "created_at")[: limit + 1]
+    )
+    return rows[:limit], len(rows) > limit
+
+
+def notes_read(*, key: ConversationKey) -> NotesState:
+    """The working notes of a conversation (empty when none)."""
+    row = (
+        AgentConversation.objects.filter(**key.filter_kwargs())
+        .values("notes", "notes_revision", "revision")
+        .first()
+    )
+    if row is None:
+        return NotesState()
+    return NotesState(
+        entries=list(row["notes"] or []), notes_revision=row["notes_revision"], revision=row["revision"]
+    )
+
+
+def archives_of(*, workflow_id: str) -> QuerySet[ConversationArchive]:
+    return ConversationArchive.objects.filter(workflow_id=workflow_id)
+
+
+def branch_snapshot_get(*, thread_key: str, leaf_uid: str, agent_node_id: str) -> BranchSnapshot | None:
+    return BranchSnapshot.objects.filter(
+        thread_key=thread_key, leaf_uid=leaf_uid, agent_node_id=agent_node_id
+    ).first()
