@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class MemoryConfig(AppConfig):
     name = "memory"
     verbose_name = "Memory"
+
+    def ready(self) -> None:
+        from graphs.hooks import register_reset_hook
+        from memory.tools import MEMORY_TOOL, memory_reset_hook
+        from opencompany.llm.tools import register_tool
+
+        register_tool(MEMORY_TOOL)
+        register_reset_hook("memory", memory_reset_hook)

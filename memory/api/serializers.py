@@ -1,0 +1,135 @@
+"""Input and output shapes of the Memory API. Limits come from `memory.fields`; unknown fields are refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from memory import fields as f
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not declare, so a typo or a scope field never passes silently."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return super().to_internal_value(data)
+
+
+def _tags(max_len: int) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=max_len, trim_whitespace=False),
+        max_length=f.TAGS_MAX_ITEMS,
+        required=False,
+    )
+
+
+class RememberInput(StrictSerializer):
+    content = serializers.CharField(max_length=f.CONTENT_MAX, trim_whitespace=False)
+    title = serializers.CharField(max_length=f.TITLE_MAX, required=False, allow_null=True, allow_blank=True)
+    category = serializers.CharField(
+        max_length=f.CATEGORY_MAX, required=False, allow_null=True, allow_blank=True
+    )
+    tags = _tags(f.TAG_MAX)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class UpdateInput(StrictSerializer):
+    expected_version = serializers.IntegerField(min_value=1)
+    content = serializers.CharField(max_length=f.CONTENT_MAX, trim_whitespace=False)
+    title = serializers.CharField(max_length=f.TITLE_MAX, required=False, allow_null=True, allow_blank=True)
+    category = serializers.CharField(
+        max_length=f.CATEGORY_MAX, required=False, allow_null=True, allow_blank=True
+    )
+    tags = _tags(f.PATCH_TAG_MAX)
+    expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["content"].required = False  # present → must be a non-null string
+
+
+class ListQuery(serializers.Serializer):
+    query = serializers.CharField(
+        max_length=f.QUERY_MAX, required=False, allow_blank=True, trim_whitespace=False
+    )
+    limit = serializers.IntegerField(min_value=1, max_value=f.LIMIT_MAX, required=False)
+    cursor = serializers.CharField(max_length=f.CURSOR_MAX, required=False, allow_blank=True)
+
+
+class ForgetQuery(serializers.Serializer):
+    expected_version = serializers.IntegerField(min_value=1)
+
+
+class PageQuery(serializers.Serializer):
+    limit = serializers.IntegerField(min_value=1, max_value=f.LIMIT_MAX, required=False)
+    cursor = serializers.CharField(max_length=f.CURSOR_MAX, required=False, allow_blank=True)
+
+
+class ClearInput(StrictSerializer):
+    confirm = serializers.BooleanField()
+
+    def validate_confirm(self, value: bool) -> bool:
+        if value is not True:
+            raise serializers.ValidationError("Send true to confirm clearing every item.")
+        return value
+
+
+class MemoryItemOutput(serializers.Serializer):
+    id = serializers.CharField()
+    title = serializers.CharField(allow_null=True)
+    content = serializers.CharField()
+    category = serializers.CharField(allow_null=True)
+    tags = serializers.ListField(child=serializers.CharField())
+    version = serializers.IntegerField()
+    expires_at = serializers.CharField(allow_null=True)
+    created_at = serializers.CharField()
+    updated_at = serializers.CharField()
+    created_by = serializers.CharField()
+    updated_by = serializers.CharField()
+    indexing_state = serializers.CharField()
+
+
+class ReceiptOutput(serializers.Serializer):
+    operation_id = serializers.CharField(allow_null=True)
+    applied = serializers.BooleanField()
+
+
+class MutationOutput(serializers.Serializer):
+    operation = serializers.CharField()
+    memory = MemoryItemOutput()
+    receipt = ReceiptOutput()
+
+
+class PageOutput(serializers.Serializer):
+    results = MemoryItemOutput(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+    retrieval = serializers.CharField()
+    degraded = serializers.CharField(allow_null=True)
+
+
+class RevisionOutput(serializers.Serializer):
+    memory_id = serializers.CharField()
+    version = serializers.IntegerField()
+    operation = serializers.CharField()
+    title = serializers.CharField(allow_null=True)
+    content = serializers.CharField()
+    category = serializers.CharField(allow_null=True)
+    tags = serializers.ListField(child=serializers.CharField())
+    expires_at = serializers.CharField(allow_null=True)
+    actor = serializers.CharField()
+    created_at = serializers.CharField()
+
+
+class RevisionPageOutput(serializers.Serializer):
+    results = RevisionOutput(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+
+class ClearOutput(serializers.Serializer):
+    cleared = serializers.IntegerField()
+    receipt = ReceiptOutput()
