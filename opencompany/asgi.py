@@ -11,9 +11,19 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from opencompany.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
+from chat.executor import remember_main_loop  # noqa: E402
+
+router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns()))),
     }
 )
+
+
+async def application(scope, receive, send):  # type: ignore[no-untyped-def]
+    """The ASGI entry point; remembers the serving loop so in-process runs start on it."""
+    import asyncio
+
+    remember_main_loop(asyncio.get_running_loop())
+    return await router(scope, receive, send)

@@ -34,7 +34,7 @@ def demo_graph() -> dict[str, Any]:
                     "parameters": {
                         "system_prompt": "You are a helpful assistant. Recall from Memory before saying you don't know.",
                         "provider": "offline",
-                        "model": "demo",
+                        "model": "offline-demo",
                     },
                 },
             },

@@ -1,0 +1,278 @@
+"""The owner's chat websocket: `/ws/chat/<workflow_id>/`.
+
+Thin: authorize (on connect and on every frame), validate the frame, call a service through
+`database_sync_to_async`, answer `ack`/`error` with the client's `request_id`. Events from the
+`chat.<workflow_id>` and `owner.<user_id>` groups are forwarded as frames. The protocol is documented
+in docs/chat-protocol.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from chat import services
+from chat.executor import remember_main_loop
+from chat.models import TERMINAL_STATES, ChatRun
+from chat.selectors import chat_history, render_run_snapshot
+from graphs.selectors import workflow_for_owner
+from opencompany.core.errors import ApplicationError
+from opencompany.core.events import chat_group, owner_group
+
+logger = logging.getLogger(__name__)
+
+MAX_FRAME_BYTES = 64 * 1024
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+OWNER_EVENTS = ("context.updated", "memory.updated", "workflow.updated", "workflow.deployed", "workflow.reset", "workflow.deleted")
+RESUME_WAIT_S = 3.0
+
+
+class _Bucket:
+    """Per-socket token bucket: `rate` frames per second, bursts up to `burst`."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate, self.burst, self.tokens, self.at = rate, burst, burst, time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+def _error(code: str, message: str, extra: dict[str, Any] | None = None, request_id: Any = None) -> dict[str, Any]:
+    return {"type": "error", "request_id": request_id, "code": code, "message": message, "extra": extra or {}}
+
+
+def _int_or_none(value: Any, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ApplicationError("invalid_request", f"'{field}' must be an integer.", {"fields": {field: ["Must be an integer."]}})
+    return value
+
+
+def _str(frame: dict[str, Any], field: str, *, required: bool = True, max_len: int = 200) -> str | None:
+    value = frame.get(field)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value) or len(value) > max_len:
+        raise ApplicationError("invalid_request", f"'{field}' must be a string.", {"fields": {field: ["Required string."]}})
+    return value
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    groups: list[str] = []
+
+    async def connect(self) -> None:
+        remember_main_loop(asyncio.get_running_loop())
+        self.workflow_id = str(self.scope["url_route"]["kwargs"]["workflow_id"])
+        self.user = self.scope.get("user")
+        self.bucket = _Bucket(
+            float(getattr(settings, "OPENCOMPANY_WS_FRAMES_PER_S", 10)),
+            float(getattr(settings, "OPENCOMPANY_WS_FRAME_BURST", 30)),
+        )
+        self.resuming: dict[str, list[dict[str, Any]]] = {}
+        self.first_seq: dict[str, int] = {}
+        self.joined: list[str] = []
+        await self.accept()
+        if self.user is None or not self.user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        if not await self._owns():
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        for group in (chat_group(self.workflow_id), owner_group(self.user.pk)):
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.joined.append(group)
+        history = await database_sync_to_async(self._history)(None, 50)
+        await self._send({"type": "thread", "request_id": None, **history})
+
+    async def disconnect(self, code: int) -> None:
+        for group in self.joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+        self.joined = []
+
+    # --- inbound ----------------------------------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
+        if len(raw.encode("utf-8")) > MAX_FRAME_BYTES:
+            await self._send(_error("too_large", f"A frame may be at most {MAX_FRAME_BYTES} bytes."))
+            return
+        try:
+            frame = json.loads(raw)
+        except ValueError:
+            await self._send(_error("invalid_request", "The frame is not valid JSON."))
+            return
+        if not isinstance(frame, dict):
+            await self._send(_error("invalid_request", "A frame must be a JSON object."))
+            return
+        request_id = frame.get("request_id")
+        if not self.bucket.take():
+            await self._send(_error("rate_limited", "Too many frames; slow down.", request_id=request_id))
+            return
+        handler = getattr(self, f"op_{frame.get('type')}", None) if isinstance(frame.get("type"), str) else None
+        if handler is None:
+            await self._send(_error("invalid_request", f"Unknown frame type {frame.get('type')!r}.", request_id=request_id))
+            return
+        try:
+            if not await self._owns():
+                await self.close(code=CLOSE_NOT_FOUND)
+                return
+            result = await handler(frame)
+        except ApplicationError as exc:
+            await self._send(_error(exc.code, exc.message, exc.extra, request_id))
+            return
+        except Exception:
+            logger.exception("chat frame failed type=%s workflow=%s", frame.get("type"), self.workflow_id)
+            await self._send(_error("internal_error", "Something went wrong on our side.", request_id=request_id))
+            return
+        if result is not None:
+            await self._send({"type": "ack", "request_id": request_id, **result})
+
+    async def op_send(self, frame: dict[str, Any]) -> dict[str, Any]:
+        text = frame.get("text")
+        admission = await database_sync_to_async(self._call)(
+            services.chat_send,
+            text=text,
+            client_message_id=_str(frame, "client_message_id", required=False, max_len=100),
+            expected_revision=_int_or_none(frame.get("expected_revision"), "expected_revision"),
+        )
+        return self._admission(admission)
+
+    async def op_edit(self, frame: dict[str, Any]) -> dict[str, Any]:
+        admission = await database_sync_to_async(self._call)(
+            services.chat_edit,
+            message_uid=_str(frame, "message_id", max_len=64),
+            text=frame.get("text"),
+            expected_revision=_int_or_none(frame.get("expected_revision"), "expected_revision"),
+            client_message_id=_str(frame, "client_message_id", required=False, max_len=100),
+        )
+        return self._admission(admission)
+
+    async def op_retry(self, frame: dict[str, Any]) -> dict[str, Any]:
+        admission = await database_sync_to_async(self._call)(
+            services.chat_retry,
+            message_uid=_str(frame, "message_id", max_len=64),
+            expected_revision=_int_or_none(frame.get("expected_revision"), "expected_revision"),
+        )
+        return self._admission(admission)
+
+    async def op_switch(self, frame: dict[str, Any]) -> dict[str, Any]:
+        return await database_sync_to_async(self._call)(
+            services.chat_switch,
+            message_uid=_str(frame, "message_id", max_len=64),
+            expected_revision=_int_or_none(frame.get("expected_revision"), "expected_revision"),
+        )
+
+    async def op_stop(self, frame: dict[str, Any]) -> dict[str, Any]:
+        run = await database_sync_to_async(self._call)(services.chat_stop, run_id=_str(frame, "run_id", max_len=64))
+        return {"run_id": run.run_id, "state": run.state}
+
+    async def op_feedback(self, frame: dict[str, Any]) -> dict[str, Any]:
+        return await database_sync_to_async(self._call)(
+            services.chat_feedback, message_uid=_str(frame, "message_id", max_len=64), value=frame.get("value")
+        )
+
+    async def op_history(self, frame: dict[str, Any]) -> None:
+        limit = _int_or_none(frame.get("limit"), "limit") or 50
+        history = await database_sync_to_async(self._history)(
+            _str(frame, "before", required=False, max_len=64), max(1, min(limit, 200))
+        )
+        await self._send({"type": "thread", "request_id": frame.get("request_id"), **history})
+        return None
+
+    async def op_resume(self, frame: dict[str, Any]) -> None:
+        """Snapshot from the run row, then only later events: no text lost or doubled."""
+        run_id = _str(frame, "run_id", max_len=64)
+        assert run_id is not None  # noqa: S101 - _str refuses None when required
+        _int_or_none(frame.get("after_seq"), "after_seq")
+        self.resuming.setdefault(run_id, [])
+        try:
+            deadline = time.monotonic() + RESUME_WAIT_S
+            while True:
+                snapshot = await database_sync_to_async(self._snapshot)(run_id)
+                first = self.first_seq.get(run_id)
+                consistent = first is None or snapshot["seq"] >= first - 1
+                if snapshot["state"] in TERMINAL_STATES or consistent or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.05)
+            await self._send({"type": "run.snapshot", "request_id": frame.get("request_id"), **snapshot})
+            for event in sorted(self.resuming.get(run_id, []), key=lambda e: e.get("seq", 0)):
+                if event.get("seq", 0) > snapshot["seq"]:
+                    await self._send(event)
+        finally:
+            self.resuming.pop(run_id, None)
+        return None
+
+    async def op_ping(self, frame: dict[str, Any]) -> dict[str, Any]:
+        return {"pong": True}
+
+    # --- outbound ---------------------------------------------------------------------------------
+
+    async def app_event(self, message: dict[str, Any]) -> None:
+        """Group events → frames. Owner-group events are forwarded only for this workflow."""
+        event, data = message.get("event", ""), dict(message.get("data") or {})
+        if event in OWNER_EVENTS and data.get("workflow_id") != self.workflow_id:
+            return
+        frame = {"type": event, **data}
+        run_id = data.get("run_id")
+        if event.startswith("run.") and isinstance(run_id, str):
+            seq = int(data.get("seq") or 0)
+            self.first_seq.setdefault(run_id, seq)
+            if run_id in self.resuming:
+                self.resuming[run_id].append(frame)
+                return
+        await self._send(frame)
+
+    async def _send(self, frame: dict[str, Any]) -> None:
+        try:
+            await self.send(text_data=json.dumps(frame, default=str))
+        except Exception:
+            logger.debug("send on a closed socket workflow=%s", self.workflow_id)
+
+    # --- sync helpers (database) ------------------------------------------------------------------
+
+    def _workflow(self) -> Any:
+        return workflow_for_owner(owner=self.user, workflow_id=self.workflow_id)
+
+    @database_sync_to_async
+    def _owns(self) -> bool:
+        try:
+            self._workflow()
+        except ApplicationError:
+            return False
+        return True
+
+    def _call(self, service: Any, **kwargs: Any) -> Any:
+        return service(workflow=self._workflow(), **kwargs)
+
+    def _history(self, before: str | None, limit: int) -> dict[str, Any]:
+        return chat_history(workflow=self._workflow(), before=before, limit=limit)
+
+    def _snapshot(self, run_id: str) -> dict[str, Any]:
+        run = ChatRun.objects.filter(run_id=run_id, workflow_id=self.workflow_id).first()
+        if run is None:
+            raise ApplicationError("not_found", "No such run.", status=404)
+        return render_run_snapshot(run)
+
+    @staticmethod
+    def _admission(admission: services.Admission) -> dict[str, Any]:
+        return {
+            "message_id": admission.message.uid,
+            "run_id": admission.run.run_id,
+            "created": admission.created,
+            "revision": admission.revision,
+        }

@@ -1,0 +1,32 @@
+"""Error codes of the owner chat (stable API)."""
+
+RUN_IN_PROGRESS = "run_in_progress"
+NOT_RUNNING = "not_running"
+NOT_STOPPABLE = "not_stoppable"
+REVISION_CONFLICT = "revision_conflict"
+NOT_EDITABLE = "not_editable"
+OLDER_GENERATION = "older_generation"
+CANNOT_REWIND = "cannot_rewind"
+BRANCH_UNAVAILABLE = "branch_unavailable"
+MESSAGE_TOO_LONG = "message_too_long"
+RATE_LIMITED = "rate_limited"
+
+# run error codes (on `run.error` and `ChatRun.error_code`)
+RUN_FAILED = "run_failed"
+NOT_DELIVERED = "not_delivered"
+TIMED_OUT = "timed_out"
+INTERRUPTED = "interrupted"
+CLEARED = "cleared"
+PERSIST_FAILED = "persist_failed"
+
+STATUS = {
+    RUN_IN_PROGRESS: 409,
+    NOT_RUNNING: 409,
+    NOT_STOPPABLE: 409,
+    REVISION_CONFLICT: 409,
+    NOT_EDITABLE: 400,
+    OLDER_GENERATION: 409,
+    CANNOT_REWIND: 409,
+    BRANCH_UNAVAILABLE: 409,
+    MESSAGE_TOO_LONG: 400,
+}

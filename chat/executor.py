@@ -1,0 +1,475 @@
+"""Run execution: claim a run, prepare the agent's request from the stores, run the agent loop with
+a sink that appends per turn, stream events, end the run in one terminal state.
+
+Executors (`OPENCOMPANY_RUN_EXECUTOR`): `inprocess` (an asyncio task on the serving process's event
+loop, started after the admitting commit), `tasks` (Django's Tasks framework; `manage.py db_worker`
+runs runs on any number of worker processes) or `manual` (nothing is started; tests drive
+`execute_run`). Stop reaches a run wherever it executes through the channel layer group
+`run.<run_id>`, with a database re-check as the fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from chat import errors
+from chat import services as chat_services
+from chat.models import ChatMessage, ChatRun
+from conversations import services as conversations
+from conversations.notes import render_notes_block
+from conversations.selectors import conversation_cursor, conversation_load, notes_read
+from conversations.types import ConversationKey
+from graphs.models import Deployment
+from graphs.specs import get_node_spec
+from opencompany.core.errors import ApplicationError
+from opencompany.core.events import apublish_now, chat_group
+from opencompany.llm.loop import LoopPolicies, LoopResult, ToolResultEvent, run_agent_loop
+from opencompany.llm.policies import close_unanswered_tool_calls
+from opencompany.llm.providers import (
+    ModelSettings,
+    ProviderConfig,
+    ProviderError,
+    TextDelta,
+    ToolCallEvent,
+    Usage,
+    get_provider,
+)
+from opencompany.llm.providers.base import Request
+from opencompany.llm.tools import ToolContext, get_tool
+from opencompany.llm.wire import Message, make_user
+
+logger = logging.getLogger(__name__)
+
+DRAFT_FLUSH_S = 0.25
+HEARTBEAT_S = 5.0
+STOP_POLL_S = 0.5
+DEFAULT_MODELS = {"offline": "offline-demo"}
+
+
+# --- dispatch ---------------------------------------------------------------------------------------
+
+_main_loop: asyncio.AbstractEventLoop | None = None
+_fallback_loop: asyncio.AbstractEventLoop | None = None
+_fallback_lock = threading.Lock()
+_tasks: set[Any] = set()
+
+
+def remember_main_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Called by the ASGI application on each connection: in-process runs go to the serving loop."""
+    global _main_loop
+    _main_loop = loop
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """A process-wide event loop in a daemon thread, for processes without an ASGI loop."""
+    global _fallback_loop
+    with _fallback_lock:
+        if _fallback_loop is None or _fallback_loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="chat-runs", daemon=True).start()
+            _fallback_loop = loop
+        return _fallback_loop
+
+
+def _log_failure(future: Any) -> None:
+    _tasks.discard(future)
+    if future.cancelled():
+        return
+    exc = future.exception()
+    if exc is not None:
+        logger.error("background run task failed: %s", type(exc).__name__, exc_info=exc)
+
+
+def spawn(coro: Coroutine[Any, Any, Any]) -> None:
+    """Start `coro` on the serving loop (or the background loop) without waiting for it.
+
+    The task starts with an empty context: it must not inherit the caller's (a sync thread inside
+    `database_sync_to_async`, whose executor marker would make every DB call look like a deadlock).
+    """
+    loop = _main_loop if _main_loop is not None and _main_loop.is_running() else _background_loop()
+
+    def create() -> None:
+        task = loop.create_task(coro)
+        _tasks.add(task)
+        task.add_done_callback(_log_failure)
+
+    loop.call_soon_threadsafe(create, context=contextvars.Context())
+
+
+def dispatch_run(run_id: str) -> None:
+    """Start a run wherever the settings say. Never raises into the caller (the admission committed;
+    the watchdog ends a run nobody picked up)."""
+    mode = str(settings.OPENCOMPANY_RUN_EXECUTOR)
+    try:
+        if mode == "tasks":
+            from chat.tasks import execute_run_task
+
+            execute_run_task.enqueue(run_id)
+        elif mode == "inprocess":
+            spawn(execute_run(run_id))
+        # "manual": the caller drives execute_run
+    except Exception:
+        logger.exception("could not dispatch run=%s executor=%s", run_id, mode)
+
+
+# --- preparation (sync, database) ---------------------------------------------------------------------
+
+
+@dataclass
+class Prepared:
+    run: ChatRun
+    owner_id: int
+    agent_node_id: str
+    key: ConversationKey | None
+    memory_node_id: str | None
+    messages: list[Message]
+    system_blocks: list[str]
+    model: ModelSettings
+    policies: LoopPolicies
+    tool_result_max_chars: int
+    tool_names: list[str] = field(default_factory=list)
+
+
+def _agent_for_trigger(graph: dict[str, Any]) -> str | None:
+    nodes = {n.get("id"): n for n in graph.get("nodes", []) if isinstance(n, dict)}
+    triggers = sorted(nid for nid, n in nodes.items() if n.get("type") == "chatTrigger")
+    for trigger in triggers:
+        for edge in graph.get("edges", []):
+            if edge.get("source") != trigger:
+                continue
+            target = nodes.get(edge.get("target"))
+            spec = get_node_spec(str(target.get("type"))) if target else None
+            if spec is not None and spec.requires_context and edge.get("targetHandle") == "input-main":
+                return str(edge["target"])
+    return None
+
+
+def _wired(graph: dict[str, Any], agent: str, node_type: str, target_handle: str) -> list[str]:
+    nodes = {n.get("id"): n for n in graph.get("nodes", []) if isinstance(n, dict)}
+    return sorted(
+        str(e["source"])
+        for e in graph.get("edges", [])
+        if e.get("target") == agent
+        and e.get("targetHandle") == target_handle
+        and nodes.get(e.get("source"), {}).get("type") == node_type
+    )
+
+
+def _model_settings(params: dict[str, Any]) -> ModelSettings:
+    provider = str(params.get("provider") or settings.OPENCOMPANY_DEFAULT_PROVIDER)
+    model = str(params.get("model") or DEFAULT_MODELS.get(provider, ""))
+    return ModelSettings(
+        provider=provider,
+        model=model,
+        temperature=params.get("temperature"),
+        max_output_tokens=int(params.get("max_output_tokens") or 4096),
+        context_window=int(params.get("context_window") or 128_000),
+    )
+
+
+def provider_config() -> ProviderConfig:
+    return ProviderConfig(
+        openai_api_key=settings.OPENAI_API_KEY or None,
+        openai_base_url=settings.OPENAI_BASE_URL or None,
+        anthropic_api_key=settings.ANTHROPIC_API_KEY or None,
+        anthropic_base_url=settings.ANTHROPIC_BASE_URL or None,
+        offline_delay_ms=float(settings.OPENCOMPANY_OFFLINE_PACING_MS),
+    )
+
+
+def prepare_run(run: ChatRun) -> Prepared:
+    """Resolve the deployed graph's answering agent and build its request; append the owner's turn
+    (with untold chat notes as bracketed lines ahead of the text) to the stored conversation."""
+    deployment = Deployment.objects.filter(
+        workflow_id=run.workflow_id, generation=run.generation, state=Deployment.State.LIVE
+    ).first()
+    if deployment is None:
+        raise ApplicationError(errors.NOT_RUNNING, "This generation is no longer live.")
+    graph = deployment.graph or {}
+    agent = _agent_for_trigger(graph)
+    if agent is None:
+        raise ApplicationError("no_agent", "The chat trigger is not connected to an agent.")
+    node = next(n for n in graph["nodes"] if n.get("id") == agent)
+    params = dict((node.get("data") or {}).get("parameters") or {})
+    has_context = bool(_wired(graph, agent, "context", "input-context"))
+    memories = _wired(graph, agent, "simpleMemory", "input-tools")
+    key = ConversationKey(workflow_id=run.workflow_id, generation=run.generation, agent_node_id=agent) if has_context else None
+
+    question = ChatMessage.objects.get(thread_id=run.thread_id, uid=run.user_message_uid)
+    notes = chat_services.notes_claim(thread_id=run.thread_id, run_id=run.run_id)
+    text = "\n".join(notes) + "\n\n" + question.text if notes else question.text
+    user = make_user(text)
+
+    stored: list[Message] = []
+    notes_block = ""
+    if key is not None:
+        loaded = conversation_load(key=key)
+        stored = close_unanswered_tool_calls(loaded)
+        if stored != loaded:
+            conversations.conversation_save(key=key, messages=stored)
+        cursor = conversation_cursor(key=key)
+        chat_services.run_record_cursors(run_id=run.run_id, cursors={agent: cursor.as_dict()})
+        notes_block = render_notes_block(notes_read(key=key))
+        conversations.conversation_append(key=key, messages=[user], expected_length=cursor.length)
+    system_prompt = str(params.get("system_prompt") or "You are a helpful assistant.")
+    ratio = params.get("compaction_ratio")
+    return Prepared(
+        run=run,
+        owner_id=deployment.workflow.owner_id,
+        agent_node_id=agent,
+        key=key,
+        memory_node_id=memories[0] if memories else None,
+        messages=[*stored, user],
+        system_blocks=[system_prompt, notes_block] if notes_block else [system_prompt],
+        model=_model_settings(params),
+        policies=LoopPolicies(compaction_ratio=float(ratio) if ratio else 0.8),
+        tool_result_max_chars=int(params.get("tool_result_max_chars", 100_000)),
+        tool_names=(["memory"] if memories else []) + (["notes"] if key is not None else []),
+    )
+
+
+# --- the sink -----------------------------------------------------------------------------------------
+
+
+class ConversationSink:
+    """Appends every committed message to the stored conversation (`conversation_append` with the
+    expected length, so a concurrent writer is refused rather than merged)."""
+
+    def __init__(self, key: ConversationKey | None, length: int) -> None:
+        self.key = key
+        self.length = length
+
+    async def _append(self, message: Message, usage: Usage | None = None) -> None:
+        if self.key is None:
+            self.length += 1
+            return
+        await database_sync_to_async(conversations.conversation_append)(
+            key=self.key,
+            messages=[message],
+            expected_length=self.length,
+            usage=usage.as_dict() if usage is not None else None,
+        )
+        self.length += 1
+
+    async def assistant(self, message: Message) -> None:
+        await self._append(message)
+
+    async def tool_result(self, message: Message) -> None:
+        await self._append(message)
+
+    async def final(self, message: Message, usage: Usage) -> None:
+        await self._append(message, usage)
+
+    async def replace_all(self, messages: list[Message]) -> None:
+        if self.key is not None:
+            await database_sync_to_async(conversations.conversation_save)(key=self.key, messages=messages)
+        self.length = len(messages)
+
+
+# --- streaming --------------------------------------------------------------------------------------
+
+
+class RunStream:
+    """Per-run event numbering, the reply draft, and its durable snapshot on the run row."""
+
+    def __init__(self, run: ChatRun, claimant: str) -> None:
+        self.run_id = run.run_id
+        self.workflow_id = run.workflow_id
+        self.claimant = claimant
+        self.seq = run.last_seq
+        self.text = ""
+        self.steps: list[dict[str, Any]] = []
+        self._flushed_at = 0.0
+        self._dirty = False
+        self._separate = False
+
+    async def emit(self, type: str, data: dict[str, Any], *, seq: int | None = None) -> None:
+        if seq is None:
+            self.seq += 1
+            seq = self.seq
+        await apublish_now(
+            chat_group(self.workflow_id), type, {"run_id": self.run_id, "seq": seq, "workflow_id": self.workflow_id, **data}
+        )
+
+    async def delta(self, text: str) -> None:
+        if not text:
+            return
+        if self._separate and self.text and not self.text.endswith("\n"):
+            text = "\n\n" + text
+        self._separate = False
+        self.text += text
+        self._dirty = True
+        await self.emit("run.delta", {"delta": text})
+        await self.maybe_flush()
+
+    async def step(self, step: dict[str, Any]) -> None:
+        for i, existing in enumerate(self.steps):
+            if existing["id"] == step["id"]:
+                self.steps[i] = step
+                break
+        else:
+            self.steps.append(step)
+        self._dirty = True
+        self._separate = True
+        await self.emit("run.step", {"step": step})
+        await self.maybe_flush()
+
+    async def maybe_flush(self, *, force: bool = False) -> bool:
+        now = time.monotonic()
+        due = now - self._flushed_at >= (DRAFT_FLUSH_S if self._dirty else HEARTBEAT_S)
+        if not (force or due):
+            return True
+        self._flushed_at = now
+        self._dirty = False
+        return await database_sync_to_async(chat_services.run_save_draft)(
+            run_id=self.run_id, claimant=self.claimant, text=self.text, steps=list(self.steps), seq=self.seq
+        )
+
+
+async def _listen_for_stop(run_id: str, stop: asyncio.Event) -> None:
+    """Stop reaches the run through the channel layer; the row is re-checked as a fallback."""
+    layer = get_channel_layer()
+    channel = None
+    group = chat_services.run_control_group(run_id)
+    try:
+        if layer is not None:
+            channel = await layer.new_channel()
+            await layer.group_add(group, channel)
+
+        async def from_layer() -> None:
+            if layer is None or channel is None:
+                await asyncio.Event().wait()
+                return
+            while True:
+                message = await layer.receive(channel)
+                if message.get("event") == "run.stop":
+                    return
+
+        async def from_db() -> None:
+            while True:
+                await asyncio.sleep(STOP_POLL_S)
+                state = await database_sync_to_async(chat_services.run_state)(run_id=run_id)
+                if state != ChatRun.State.RUNNING:
+                    return
+
+        waiters = [asyncio.ensure_future(from_layer()), asyncio.ensure_future(from_db())]
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+        stop.set()
+    finally:
+        if layer is not None and channel is not None:
+            try:
+                await layer.group_discard(group, channel)
+            except Exception:
+                logger.debug("group_discard failed run=%s", run_id)
+
+
+def _claimant() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+async def execute_run(run_id: str, *, claimant: str | None = None) -> str:
+    """Claim the run and take it to one terminal state. Returns that state, or `not_claimed`."""
+    claimant = claimant or _claimant()
+    run = await database_sync_to_async(chat_services.run_claim)(run_id=run_id, claimant=claimant)
+    if run is None:
+        return "not_claimed"
+    stream = RunStream(run, claimant)
+    await stream.emit(
+        "run.started",
+        {"kind": run.kind, "user_message_id": run.user_message_uid, "reply_message_id": run.reply_message_uid},
+        seq=run.last_seq,
+    )
+    stop = asyncio.Event()
+    listener = asyncio.ensure_future(_listen_for_stop(run_id, stop))
+    outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
+    usage: dict[str, Any] = {}
+    try:
+        prepared = await database_sync_to_async(prepare_run)(run)
+        provider = get_provider(prepared.model, config=provider_config())
+        tools = [t for t in (get_tool(name) for name in prepared.tool_names) if t is not None]
+        request = Request(
+            system_blocks=prepared.system_blocks, messages=prepared.messages, tools=tools, settings=prepared.model
+        )
+        context = ToolContext(
+            run_id=run.run_id,
+            workflow_id=run.workflow_id,
+            generation=run.generation,
+            agent_node_id=prepared.agent_node_id,
+            owner_id=prepared.owner_id,
+            extras={"memory_node_id": prepared.memory_node_id, "actor": f"agent:{run.run_id}"},
+        )
+        sink = ConversationSink(prepared.key, len(prepared.messages))
+
+        async def on_event(event: Any) -> None:
+            if isinstance(event, TextDelta):
+                await stream.delta(event.text)
+            elif isinstance(event, ToolCallEvent):
+                block = event.block
+                await stream.step({"id": str(block.get("id")), "name": str(block.get("name")), "state": "running"})
+            elif isinstance(event, ToolResultEvent):
+                for block in event.message.get("content", []):
+                    if block.get("type") == "tool_result":
+                        state = "done" if block.get("status") == "ok" else str(block.get("status") or "failed")
+                        await stream.step({"id": str(block.get("tool_call_id")), "name": str(block.get("name")), "state": state})
+
+        result: LoopResult = await run_agent_loop(
+            request,
+            provider,
+            tools,
+            sink,
+            stop,
+            tool_context=context,
+            tool_result_max_chars=prepared.tool_result_max_chars,
+            policies=prepared.policies,
+            on_event=on_event,
+        )
+        usage = result.usage.as_dict()
+        if result.status == "finished":
+            outcome, code, message = "finished", "", ""
+        elif result.status == "stopped":
+            outcome, code, message = "stopped", "", ""
+        else:
+            outcome = "error"
+            code = result.error_code or result.status
+            message = result.error_message or "The run failed."
+    except ProviderError as exc:
+        outcome, code, message = "error", exc.code, exc.message
+    except ApplicationError as exc:
+        outcome, code, message = "error", exc.code, exc.message
+    except Exception as exc:
+        logger.exception("run failed run=%s error=%s", run_id, type(exc).__name__)
+        outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
+    finally:
+        listener.cancel()
+    if stop.is_set() and outcome == "error" and code == errors.PERSIST_FAILED:
+        outcome = "stopped"
+    await database_sync_to_async(chat_services.run_finish)(
+        run_id=run_id,
+        claimant=claimant,
+        outcome=outcome,
+        text=stream.text,
+        seq=stream.seq,
+        steps=stream.steps,
+        error_code=code,
+        error_message=message,
+        usage=usage,
+    )
+    return outcome

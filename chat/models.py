@@ -1,0 +1,163 @@
+from django.db import models
+from django.db.models import Q
+
+from graphs.models import Workflow
+
+LIVE_STATES = ("queued", "running", "stopping")
+TERMINAL_STATES = ("finished", "error", "stopped")
+
+
+class ChatThread(models.Model):
+    """One per workflow: the owner's conversation tree and where its shown path ends."""
+
+    workflow = models.OneToOneField(Workflow, on_delete=models.CASCADE, related_name="chat_thread")
+    active_leaf_uid = models.CharField(max_length=64, blank=True, default="")
+    revision = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"thread {self.workflow_id} r{self.revision}"
+
+    @property
+    def snapshot_key(self) -> str:
+        """The key branch snapshots of this thread are kept under."""
+        return f"chat:{self.workflow_id}:{self.pk}"
+
+
+class ChatMessage(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", "owner"
+        ASSISTANT = "assistant", "assistant"
+
+    class Kind(models.TextChoices):
+        TEXT = "text", "text"
+        NOTICE = "notice", "notice"
+
+    class Status(models.TextChoices):
+        COMPLETE = "complete", "complete"
+        STOPPED = "stopped", "stopped"
+        ERROR = "error", "error"
+
+    thread = models.ForeignKey(ChatThread, on_delete=models.CASCADE, related_name="messages")
+    uid = models.CharField(max_length=64, unique=True)
+    parent_uid = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    role = models.CharField(max_length=10, choices=Role.choices)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TEXT)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.COMPLETE)
+    text = models.TextField(blank=True)
+    generation = models.PositiveIntegerField()
+    run_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    client_message_id = models.CharField(max_length=100, blank=True, default="")
+    error_code = models.CharField(max_length=60, blank=True, default="")
+    error_message = models.CharField(max_length=500, blank=True, default="")
+    meta = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "client_message_id"],
+                condition=~Q(client_message_id=""),
+                name="chat_message_unique_client_id",
+            ),
+            models.CheckConstraint(condition=Q(role__in=["user", "assistant"]), name="chat_message_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.uid} ({self.role})"
+
+
+class ChatRun(models.Model):
+    class Kind(models.TextChoices):
+        MESSAGE = "message", "message"
+        EDIT = "edit", "edit"
+        RETRY = "retry", "retry"
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        STOPPING = "stopping", "stopping"
+        FINISHED = "finished", "finished"
+        ERROR = "error", "error"
+        STOPPED = "stopped", "stopped"
+
+    run_id = models.CharField(primary_key=True, max_length=64)
+    thread = models.ForeignKey(ChatThread, on_delete=models.CASCADE, related_name="runs")
+    workflow_id = models.CharField(max_length=40, db_index=True)
+    generation = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.MESSAGE)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    user_message_uid = models.CharField(max_length=64)
+    reply_message_uid = models.CharField(max_length=64)
+    parent_run_id = models.CharField(max_length=64, blank=True, default="")
+    claimant = models.CharField(max_length=120, blank=True, default="")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    error_code = models.CharField(max_length=60, blank=True, default="")
+    error_message = models.CharField(max_length=500, blank=True, default="")
+    context_cursors = models.JSONField(default=dict, blank=True)
+    draft_text = models.TextField(blank=True, default="")
+    draft_steps = models.JSONField(default=list, blank=True)
+    last_seq = models.PositiveIntegerField(default=0)
+    usage = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "run_id"]
+        constraints = [
+            # The lane: at most one live run per thread.
+            models.UniqueConstraint(
+                fields=["thread"], condition=Q(state__in=LIVE_STATES), name="chat_run_one_live_per_thread"
+            ),
+        ]
+        indexes = [models.Index(fields=["state", "created_at"], name="chat_run_state_created")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.kind} {self.state}"
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in LIVE_STATES
+
+
+class ChatNote(models.Model):
+    """Something the agent should learn at the start of its next turn; a newer note with the same key
+    replaces an older one (and is told again)."""
+
+    thread = models.ForeignKey(ChatThread, on_delete=models.CASCADE, related_name="notes")
+    key = models.CharField(max_length=255)
+    kind = models.CharField(max_length=20)
+    text = models.TextField(max_length=20_000)
+    claimed_run_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["updated_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["thread", "key"], name="chat_note_unique_key")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({'told' if self.delivered_at else 'untold'})"
+
+
+class ChatFeedback(models.Model):
+    class Value(models.TextChoices):
+        UP = "up", "up"
+        DOWN = "down", "down"
+
+    thread = models.ForeignKey(ChatThread, on_delete=models.CASCADE, related_name="feedback")
+    message_uid = models.CharField(max_length=64)
+    value = models.CharField(max_length=4, choices=Value.choices)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["thread", "message_uid"], name="chat_feedback_unique_message")]
+
+    def __str__(self) -> str:
+        return f"{self.message_uid}: {self.value}"
