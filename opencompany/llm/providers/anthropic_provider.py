@@ -1,0 +1,296 @@
+"""Anthropic Messages streaming through the official ``anthropic`` SDK.
+
+Fidelity is ``provider_replayable``: the assistant's blocks are kept in response order — thinking with
+its signature, redacted thinking, text, tool use, and any block kind this adapter does not model (kept as
+``{"type": "provider_block", "provider": "anthropic", "block": {...}}``) — and replayed unchanged on the
+next request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+
+from ..wire import Message, make_assistant, parse_tool_arguments, tool_result_of
+from .base import (
+    PROVIDER_ERROR,
+    Completed,
+    Fidelity,
+    ProviderError,
+    ProviderEvent,
+    Request,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEvent,
+    Usage,
+    parse_retry_after,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+PROVIDER_BLOCK = "provider_block"
+
+
+def to_system(system_blocks: list[str]) -> list[dict[str, Any]]:
+    """Block 0 (the byte-stable prompt) carries the cache breakpoint; block 1 (notes) follows it."""
+    out: list[dict[str, Any]] = []
+    for i, text in enumerate(system_blocks):
+        if not text:
+            continue
+        block: dict[str, Any] = {"type": "text", "text": text}
+        if i == 0:
+            block["cache_control"] = {"type": "ephemeral"}
+        out.append(block)
+    return out
+
+
+def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for b in m.get("content") or ():
+        kind = b.get("type")
+        if kind == "text":
+            if b.get("text"):
+                out.append({"type": "text", "text": b["text"]})
+        elif kind == "thinking":
+            block = {"type": "thinking", "thinking": b["thinking"]}
+            if "signature" in b:
+                block["signature"] = b["signature"]
+            out.append(block)
+        elif kind == "redacted_thinking":
+            out.append({"type": "redacted_thinking", "data": b["data"]})
+        elif kind == "tool_call":
+            # A malformed call cannot be replayed as written (input must be an object); its error
+            # result tells the model what went wrong.
+            out.append(
+                {"type": "tool_use", "id": b["id"], "name": b["name"], "input": b.get("arguments") or {}}
+            )
+        elif kind == PROVIDER_BLOCK and b.get("provider") == "anthropic" and isinstance(b.get("block"), dict):
+            out.append(b["block"])
+    return out
+
+
+def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """MessageWire → Messages API turns: tool results ride user turns, and adjacent turns of the same
+    role are merged (so consecutive results become one user message, results first)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role = m.get("role")
+        blocks: list[dict[str, Any]]
+        if role == "user":
+            blocks = [
+                {"type": "text", "text": b["text"]}
+                for b in m.get("content") or ()
+                if b.get("type") == "text" and b.get("text")
+            ]
+            api_role = "user"
+        elif role == "assistant":
+            blocks = _assistant_blocks(m)
+            api_role = "assistant"
+        elif role == "tool":
+            result = tool_result_of(m)
+            if result is None:
+                continue
+            block = {
+                "type": "tool_result",
+                "tool_use_id": result["tool_call_id"],
+                "content": result.get("content", ""),
+            }
+            if result.get("status") != "ok":
+                block["is_error"] = True
+            blocks = [block]
+            api_role = "user"
+        else:
+            continue
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == api_role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": api_role, "content": blocks})
+    if out and out[-1]["role"] == "user":
+        last = out[-1]["content"][-1]
+        if last.get("type") in {"text", "tool_result"}:
+            out[-1]["content"][-1] = {**last, "cache_control": {"type": "ephemeral"}}
+    return out
+
+
+def map_anthropic_error(exc: Exception) -> ProviderError:
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        headers = exc.response.headers if exc.response is not None else None
+        return ProviderError(
+            PROVIDER_ERROR,
+            f"Anthropic answered HTTP {status}.",
+            status=status,
+            retry_after=parse_retry_after(headers, status),
+        )
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ProviderError(PROVIDER_ERROR, "Anthropic timed out.")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ProviderError(PROVIDER_ERROR, "Could not connect to Anthropic.")
+    return ProviderError(PROVIDER_ERROR, f"Anthropic failed ({type(exc).__name__}).")
+
+
+def _dump(obj: Any) -> dict[str, Any]:
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json", exclude_none=True)
+    return dict(obj)
+
+
+class AnthropicProvider:
+    name = "anthropic"
+    fidelity: Fidelity = "provider_replayable"
+
+    def __init__(self, *, api_key: str, base_url: str | None = None, timeout_s: float = 600.0) -> None:
+        self._api_key = api_key
+        self._base_url = base_url or DEFAULT_BASE_URL
+        self._timeout_s = timeout_s
+
+    def _params(self, request: Request) -> dict[str, Any]:
+        s = request.settings
+        params: dict[str, Any] = {
+            "model": s.model,
+            "max_tokens": s.max_output_tokens,
+            "messages": to_anthropic_messages(request.messages),
+            "stream": True,
+        }
+        system = to_system(request.system_blocks)
+        if system:
+            params["system"] = system
+        if request.tools:
+            params["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                for t in request.tools
+            ]
+        if s.thinking_budget:
+            params["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
+        # ``temperature`` is not sent: the Messages API version this SDK speaks no longer takes it.
+        return params
+
+    async def stream(self, request: Request) -> AsyncIterator[ProviderEvent]:
+        params = self._params(request)
+        slots: dict[int, dict[str, Any]] = {}
+        input_tokens = cache_read = cache_write = output_tokens = 0
+        stop_reason: str | None = None
+        try:
+            async with anthropic.AsyncAnthropic(
+                api_key=self._api_key, base_url=self._base_url, max_retries=0, timeout=self._timeout_s
+            ) as client:
+                stream = await client.messages.create(**params)
+                async with stream:
+                    async for event in stream:
+                        kind = event.type
+                        if kind == "content_block_delta":
+                            slot = slots.get(event.index)
+                            if slot is None:
+                                continue
+                            delta = event.delta
+                            dtype = delta.type
+                            if dtype == "text_delta":
+                                slot["text"].append(delta.text)
+                                yield TextDelta(delta.text)
+                            elif dtype == "thinking_delta":
+                                slot["thinking"].append(delta.thinking)
+                                yield ThinkingDelta(delta.thinking)
+                            elif dtype == "signature_delta":
+                                slot["signature"].append(delta.signature)
+                            elif dtype == "input_json_delta":
+                                slot["json"].append(delta.partial_json)
+                            elif dtype == "citations_delta":
+                                slot.setdefault("citations", []).append(_dump(delta.citation))
+                        elif kind == "content_block_start":
+                            start = _dump(event.content_block)
+                            slots[event.index] = {
+                                "start": start,
+                                "text": [start.get("text", "")] if start.get("type") == "text" else [],
+                                "thinking": [start.get("thinking", "")]
+                                if start.get("type") == "thinking"
+                                else [],
+                                "signature": [start.get("signature", "")]
+                                if start.get("type") == "thinking"
+                                else [],
+                                "json": [],
+                            }
+                        elif kind == "content_block_stop":
+                            slot = slots.get(event.index)
+                            if slot is not None and slot["start"].get("type") == "tool_use":
+                                slot["block"] = self._tool_block(slot)
+                                yield ToolCallEvent(slot["block"])
+                        elif kind == "message_start":
+                            u = event.message.usage
+                            input_tokens = u.input_tokens or 0
+                            cache_read = u.cache_read_input_tokens or 0
+                            cache_write = u.cache_creation_input_tokens or 0
+                            output_tokens = u.output_tokens or 0
+                        elif kind == "message_delta":
+                            if event.delta.stop_reason:
+                                stop_reason = event.delta.stop_reason
+                            u = event.usage
+                            output_tokens = u.output_tokens or output_tokens
+                            if u.input_tokens is not None:
+                                input_tokens = u.input_tokens
+                            if u.cache_read_input_tokens is not None:
+                                cache_read = u.cache_read_input_tokens
+                            if u.cache_creation_input_tokens is not None:
+                                cache_write = u.cache_creation_input_tokens
+        except ProviderError:
+            raise
+        except anthropic.AnthropicError as exc:
+            logger.info("anthropic provider call failed: %s", type(exc).__name__)
+            raise map_anthropic_error(exc) from exc
+        blocks = [self._finish_block(slots[i]) for i in sorted(slots)]
+        yield Usage(
+            input_tokens=input_tokens + cache_read + cache_write,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+        )
+        yield StopReason(stop_reason or "end_turn")
+        yield Completed(make_assistant([b for b in blocks if b is not None]))
+
+    @staticmethod
+    def _tool_block(slot: dict[str, Any]) -> dict[str, Any]:
+        start = slot["start"]
+        raw = "".join(slot["json"])
+        if not raw and start.get("input"):
+            return {
+                "type": "tool_call",
+                "id": start["id"],
+                "name": start["name"],
+                "arguments": start["input"],
+            }
+        return parse_tool_arguments(start["id"], start["name"], raw)
+
+    def _finish_block(self, slot: dict[str, Any]) -> dict[str, Any] | None:
+        start = slot["start"]
+        kind = start.get("type")
+        if kind == "text":
+            text = "".join(slot["text"])
+            if not text:
+                return None
+            block: dict[str, Any] = {"type": "text", "text": text}
+            if slot.get("citations") or start.get("citations"):
+                # Text with citations is not modelled; keep the provider's own shape for replay.
+                raw = {
+                    **start,
+                    "text": text,
+                    "citations": [*(start.get("citations") or []), *slot.get("citations", [])],
+                }
+                return {"type": PROVIDER_BLOCK, "provider": "anthropic", "block": raw}
+            return block
+        if kind == "thinking":
+            return {
+                "type": "thinking",
+                "thinking": "".join(slot["thinking"]),
+                "signature": "".join(slot["signature"]),
+            }
+        if kind == "redacted_thinking":
+            return {"type": "redacted_thinking", "data": start.get("data", "")}
+        if kind == "tool_use":
+            return slot.get("block") or self._tool_block(slot)
+        return {"type": PROVIDER_BLOCK, "provider": "anthropic", "block": start}

@@ -1,0 +1,101 @@
+"""A loopback HTTP server that answers like a provider's streaming API, recording what it received."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    sse: list[str] = field(default_factory=list)  # raw SSE frames, each written and flushed separately
+    body: Any = None  # JSON body for non-streaming replies (errors)
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: Any
+    raw: bytes
+
+
+def openai_sse(*chunks: dict[str, Any]) -> list[str]:
+    return [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
+
+
+def anthropic_sse(*events: dict[str, Any]) -> list[str]:
+    return [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events]
+
+
+class LoopbackServer:
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.received: list[Received] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = None
+                with server._lock:
+                    server.received.append(
+                        Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw)
+                    )
+                    reply = (
+                        server.replies.pop(0)
+                        if server.replies
+                        else Reply(status=500, body={"error": "no reply"})
+                    )
+                if reply.sse:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "text/event-stream")
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    for frame in reply.sse:
+                        self.wfile.write(frame.encode())
+                        self.wfile.flush()
+                    return
+                payload = json.dumps(reply.body if reply.body is not None else {}).encode()
+                self.send_response(reply.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                for k, v in reply.headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> LoopbackServer:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
