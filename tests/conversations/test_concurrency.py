@@ -27,6 +27,7 @@ def test_eight_writers_with_the_same_length_one_wins_per_length_and_nothing_is_l
     barrier = threading.Barrier(WRITERS)
     first_round: dict[str, list[str]] = {"won": [], "conflict": []}
     lock = threading.Lock()
+    refusals: list[tuple[str, bool]] = []
 
     def writer(n: int) -> None:
         try:
@@ -43,8 +44,8 @@ def test_eight_writers_with_the_same_length_one_wins_per_length_and_nothing_is_l
                     outcome = "won"
                     pending.pop(0)
                 except ApplicationError as exc:
-                    assert exc.code == "conversation_conflict"
-                    assert exc.extra["length"] >= length
+                    with lock:
+                        refusals.append((exc.code, exc.extra["length"] >= length))
                     outcome = "conflict"
                 if first:
                     with lock:
@@ -59,7 +60,10 @@ def test_eight_writers_with_the_same_length_one_wins_per_length_and_nothing_is_l
     for t in threads:
         t.join(timeout=60)
 
+    assert all(t.is_alive() is False for t in threads)
     assert len(first_round["won"]) == 1
+    assert refusals
+    assert set(refusals) == {("conversation_conflict", True)}
     assert len(first_round["conflict"]) == WRITERS - 1
     seqs = list(ConversationMessage.objects.order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(WRITERS * ROUNDS))

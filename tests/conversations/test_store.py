@@ -39,7 +39,9 @@ def test_append_stores_messages_in_order_and_counts_them(key):
     assert [seq for seq, _ in _rows(key)] == [0, 1, 2]
 
 
-def test_append_with_a_stale_length_is_refused_and_writes_nothing(key, events, django_capture_on_commit_callbacks):
+def test_append_with_a_stale_length_is_refused_and_writes_nothing(
+    key, events, django_capture_on_commit_callbacks
+):
     conversation_append(key=key, messages=turns(2), expected_length=0)
     events.subscribe(f"owner.{AgentConversation.objects.get().owner_id}")
 
@@ -97,11 +99,15 @@ def test_append_hot_path_is_a_constant_number_of_queries(key, django_assert_num_
         conversation_append(key=key, messages=turns(3, "v"), expected_length=214)
 
 
-def test_append_publishes_one_event_after_commit_without_text(key, events, django_capture_on_commit_callbacks):
+def test_append_publishes_one_event_after_commit_without_text(
+    key, events, django_capture_on_commit_callbacks
+):
     events.subscribe(f"owner.{key_owner(key)}")
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        conversation_append(key=key, messages=[user("secret words"), assistant("more secret")], expected_length=0)
+        conversation_append(
+            key=key, messages=[user("secret words"), assistant("more secret")], expected_length=0
+        )
         assert events.drain() == []
     for callback in callbacks:
         callback()
@@ -156,7 +162,9 @@ def test_save_rewriting_a_middle_message_changes_only_rows_from_there(key):
     assert [seq for seq, _ in after] == [0, 1, 2, 3, 4, 5]
     assert (result.length, result.revision, result.rewritten_from) == (6, 2, 3)
     assert conversation_load(key=key) == edited
-    assert AgentConversation.objects.get().bytes == sum(ConversationMessage.objects.values_list("size", flat=True))
+    assert AgentConversation.objects.get().bytes == sum(
+        ConversationMessage.objects.values_list("size", flat=True)
+    )
 
 
 def test_save_of_a_shorter_list_drops_the_tail(key):
@@ -168,7 +176,9 @@ def test_save_of_a_shorter_list_drops_the_tail(key):
     assert _rows(key) == before[:2]
     assert (result.length, result.rewritten_from) == (2, 2)
     assert conversation_cursor(key=key).digest == ConversationMessage.objects.get(seq=1).digest
-    assert AgentConversation.objects.get().bytes == sum(ConversationMessage.objects.values_list("size", flat=True))
+    assert AgentConversation.objects.get().bytes == sum(
+        ConversationMessage.objects.values_list("size", flat=True)
+    )
 
 
 def test_identical_save_writes_nothing_bumps_nothing_and_publishes_nothing(
@@ -207,7 +217,9 @@ def test_load_failure_is_loud(key, monkeypatch):
     assert exc.value.status == 503
 
 
-def test_clear_archives_then_empties_and_keeps_revision_monotonic(key, events, django_capture_on_commit_callbacks):
+def test_clear_archives_then_empties_and_keeps_revision_monotonic(
+    key, events, django_capture_on_commit_callbacks
+):
     from conversations.notes import notes_add
 
     conversation_append(key=key, messages=turns(3), expected_length=0)
@@ -225,7 +237,13 @@ def test_clear_archives_then_empties_and_keeps_revision_monotonic(key, events, d
     assert (head.length, head.bytes, head.head_digest, head.notes, head.revision) == (0, 0, "", [], 3)
     assert ConversationMessage.objects.exists() is False
     assert [e["data"] for e in events.drain()] == [
-        {"workflow_id": key.workflow_id, "generation": 1, "agent_node_id": key.agent_node_id, "length": 0, "revision": 3}
+        {
+            "workflow_id": key.workflow_id,
+            "generation": 1,
+            "agent_node_id": key.agent_node_id,
+            "length": 0,
+            "revision": 3,
+        }
     ]
 
 

@@ -17,7 +17,11 @@ pytestmark = pytest.mark.django_db
 
 EVERY_KIND: list[dict[str, Any]] = [
     {"role": "system", "content": [{"type": "text", "text": "You are helpful. ünïcødé ✓"}], "metadata": {}},
-    {"role": "user", "content": [{"type": "text", "text": "line1\nline2\t\"quoted\" \\ back"}], "metadata": {"k": 1}},
+    {
+        "role": "user",
+        "content": [{"type": "text", "text": 'line1\nline2\t"quoted" \\ back'}],
+        "metadata": {"k": 1},
+    },
     {
         "role": "assistant",
         "content": [
@@ -25,7 +29,12 @@ EVERY_KIND: list[dict[str, Any]] = [
             {"type": "redacted_thinking", "data": "ZW5jcnlwdGVkLWJsb2I="},
             {"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAAAB-encrypted", "summary": []},
             {"type": "text", "text": "I will call two tools."},
-            {"type": "tool_call", "id": "call_1", "name": "memory", "arguments": {"q": "x", "n": [1, 2.5, None]}},
+            {
+                "type": "tool_call",
+                "id": "call_1",
+                "name": "memory",
+                "arguments": {"q": "x", "n": [1, 2.5, None]},
+            },
             {
                 "type": "tool_call",
                 "id": "call_2",
@@ -40,7 +49,13 @@ EVERY_KIND: list[dict[str, Any]] = [
     {
         "role": "tool",
         "content": [
-            {"type": "tool_result", "tool_call_id": "call_1", "name": "memory", "content": "found", "status": "ok"}
+            {
+                "type": "tool_result",
+                "tool_call_id": "call_1",
+                "name": "memory",
+                "content": "found",
+                "status": "ok",
+            }
         ],
         "metadata": {},
     },

@@ -1,0 +1,133 @@
+"""Acceptance 9: the conversation endpoints — shape, pagination, clear, and the authorization matrix."""
+
+from __future__ import annotations
+
+import pytest
+
+from conversations.models import AgentConversation, ConversationArchive
+from conversations.notes import notes_add
+from conversations.services import conversation_append
+from conversations.types import ConversationKey
+from tests.conftest import node_id
+from tests.conversations.conftest import turns
+
+pytestmark = pytest.mark.django_db
+
+
+def _url(workflow, agent=None):
+    base = f"/api/v1/workflows/{workflow.pk}/conversations"
+    return base if agent is None else f"{base}/{agent}"
+
+
+def test_list_returns_metadata_only(api_client, workflow, key):
+    conversation_append(key=key, messages=turns(2), expected_length=0)
+    notes_add(key=key, text="finding")
+
+    response = api_client.get(_url(workflow))
+
+    assert response.status_code == 200
+    [row] = response.json()
+    assert {k: row[k] for k in ("generation", "agent_node_id", "length", "revision", "notes")} == {
+        "generation": 1,
+        "agent_node_id": key.agent_node_id,
+        "length": 2,
+        "revision": 2,
+        "notes": [{"id": "n1", "text": "finding"}],
+    }
+    assert row["bytes"] == AgentConversation.objects.get().bytes
+    assert "messages" not in row
+
+
+def test_list_query_count_does_not_grow_with_conversations(api_client, workflow, django_assert_num_queries):
+    for agent in ("a", "b", "c"):
+        k = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=agent)
+        conversation_append(key=k, messages=turns(2), expected_length=0)
+
+    with django_assert_num_queries(3):  # token auth, the owner's workflow, the conversations
+        response = api_client.get(_url(workflow))
+
+    assert len(response.json()) == 3
+
+
+def test_read_paginates_messages_by_seq(api_client, workflow, key):
+    conversation_append(key=key, messages=turns(5), expected_length=0)
+
+    first = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2}).json()
+    second = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2, "cursor": first["next"]}).json()
+    third = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2, "cursor": second["next"]}).json()
+
+    assert [m["seq"] for m in first["messages"]] == [0, 1]
+    assert [m["seq"] for m in second["messages"]] == [2, 3]
+    assert [m["seq"] for m in third["messages"]] == [4]
+    assert third["next"] is None
+    assert [m["message"] for m in first["messages"] + second["messages"] + third["messages"]] == turns(5)
+    assert (first["length"], first["revision"], first["generation"]) == (5, 1, 1)
+
+
+def test_read_takes_a_generation(api_client, workflow, key):
+    old = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="old-agent")
+    conversation_append(key=old, messages=turns(1), expected_length=0)
+
+    assert api_client.get(_url(workflow, "old-agent"), {"generation": 1}).json()["length"] == 1
+    assert api_client.get(_url(workflow, "old-agent"), {"generation": 2}).json()["length"] == 0
+
+
+def test_a_cursor_of_another_conversation_is_refused(api_client, workflow, key):
+    conversation_append(key=key, messages=turns(5), expected_length=0)
+    cursor = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2}).json()["next"]
+
+    response = api_client.get(_url(workflow, "other-agent"), {"cursor": cursor})
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_cursor"
+
+
+def test_delete_clears_into_an_archive(api_client, workflow, key):
+    conversation_append(key=key, messages=turns(2), expected_length=0)
+
+    response = api_client.delete(_url(workflow, key.agent_node_id))
+
+    assert response.status_code == 200
+    assert response.json()["cleared"] is True
+    assert response.json()["archive_id"] == ConversationArchive.objects.get().pk
+    assert AgentConversation.objects.get().length == 0
+
+
+def test_anonymous_requests_are_refused(anon_client, workflow):
+    assert anon_client.get(_url(workflow)).status_code == 401
+
+
+@pytest.mark.parametrize("method", ["list", "read", "delete"])
+def test_another_owners_workflow_is_404_and_nothing_changes(other_client, workflow, key, method):
+    conversation_append(key=key, messages=turns(2), expected_length=0)
+    before = AgentConversation.objects.values("length", "revision").get()
+
+    if method == "list":
+        response = other_client.get(_url(workflow))
+    elif method == "read":
+        response = other_client.get(_url(workflow, key.agent_node_id))
+    else:
+        response = other_client.delete(_url(workflow, key.agent_node_id))
+
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
+    assert AgentConversation.objects.values("length", "revision").get() == before
+    assert ConversationArchive.objects.exists() is False
+
+
+def test_own_workflow_with_another_owners_agent_id_reveals_nothing(api_client, workflow, other_workflow):
+    foreign = ConversationKey(
+        workflow_id=other_workflow.pk, generation=1, agent_node_id=node_id(other_workflow, "aiAgent")
+    )
+    conversation_append(key=foreign, messages=turns(2), expected_length=0)
+
+    read = api_client.get(_url(workflow, foreign.agent_node_id)).json()
+    cleared = api_client.delete(_url(workflow, foreign.agent_node_id)).json()
+
+    assert (read["length"], read["messages"]) == (0, [])
+    assert cleared["cleared"] is False
+    assert AgentConversation.objects.get().length == 2
+
+
+def test_a_missing_workflow_is_404(api_client):
+    assert api_client.get("/api/v1/workflows/wf_nope/conversations").status_code == 404
