@@ -207,7 +207,11 @@ def prepare_run(run: ChatRun) -> Prepared:
     params = dict((node.get("data") or {}).get("parameters") or {})
     has_context = bool(_wired(graph, agent, "context", "input-context"))
     memories = _wired(graph, agent, "simpleMemory", "input-tools")
-    key = ConversationKey(workflow_id=run.workflow_id, generation=run.generation, agent_node_id=agent) if has_context else None
+    key = (
+        ConversationKey(workflow_id=run.workflow_id, generation=run.generation, agent_node_id=agent)
+        if has_context
+        else None
+    )
 
     question = ChatMessage.objects.get(thread_id=run.thread_id, uid=run.user_message_uid)
     notes = chat_services.notes_claim(thread_id=run.thread_id, run_id=run.run_id)
@@ -302,7 +306,9 @@ class RunStream:
             self.seq += 1
             seq = self.seq
         await apublish_now(
-            chat_group(self.workflow_id), type, {"run_id": self.run_id, "seq": seq, "workflow_id": self.workflow_id, **data}
+            chat_group(self.workflow_id),
+            type,
+            {"run_id": self.run_id, "seq": seq, "workflow_id": self.workflow_id, **data},
         )
 
     async def delta(self, text: str) -> None:
@@ -338,6 +344,18 @@ class RunStream:
         return await database_sync_to_async(chat_services.run_save_draft)(
             run_id=self.run_id, claimant=self.claimant, text=self.text, steps=list(self.steps), seq=self.seq
         )
+
+
+async def _heartbeat(stream: RunStream) -> None:
+    """Keep the claim alive while tools run or the model thinks; the watchdog ends runs whose
+    claimant stopped heartbeating (the worker died)."""
+    interval = float(settings.OPENCOMPANY_RUN_HEARTBEAT_S)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await stream.maybe_flush(force=True)
+        except Exception:
+            logger.warning("heartbeat failed run=%s", stream.run_id)
 
 
 async def _listen_for_stop(run_id: str, stop: asyncio.Event) -> None:
@@ -394,11 +412,16 @@ async def execute_run(run_id: str, *, claimant: str | None = None) -> str:
     stream = RunStream(run, claimant)
     await stream.emit(
         "run.started",
-        {"kind": run.kind, "user_message_id": run.user_message_uid, "reply_message_id": run.reply_message_uid},
+        {
+            "kind": run.kind,
+            "user_message_id": run.user_message_uid,
+            "reply_message_id": run.reply_message_uid,
+        },
         seq=run.last_seq,
     )
     stop = asyncio.Event()
     listener = asyncio.ensure_future(_listen_for_stop(run_id, stop))
+    beating = asyncio.ensure_future(_heartbeat(stream))
     outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
     usage: dict[str, Any] = {}
     try:
@@ -406,7 +429,10 @@ async def execute_run(run_id: str, *, claimant: str | None = None) -> str:
         provider = get_provider(prepared.model, config=provider_config())
         tools = [t for t in (get_tool(name) for name in prepared.tool_names) if t is not None]
         request = Request(
-            system_blocks=prepared.system_blocks, messages=prepared.messages, tools=tools, settings=prepared.model
+            system_blocks=prepared.system_blocks,
+            messages=prepared.messages,
+            tools=tools,
+            settings=prepared.model,
         )
         context = ToolContext(
             run_id=run.run_id,
@@ -423,12 +449,22 @@ async def execute_run(run_id: str, *, claimant: str | None = None) -> str:
                 await stream.delta(event.text)
             elif isinstance(event, ToolCallEvent):
                 block = event.block
-                await stream.step({"id": str(block.get("id")), "name": str(block.get("name")), "state": "running"})
+                await stream.step(
+                    {"id": str(block.get("id")), "name": str(block.get("name")), "state": "running"}
+                )
             elif isinstance(event, ToolResultEvent):
                 for block in event.message.get("content", []):
                     if block.get("type") == "tool_result":
-                        state = "done" if block.get("status") == "ok" else str(block.get("status") or "failed")
-                        await stream.step({"id": str(block.get("tool_call_id")), "name": str(block.get("name")), "state": state})
+                        state = (
+                            "done" if block.get("status") == "ok" else str(block.get("status") or "failed")
+                        )
+                        await stream.step(
+                            {
+                                "id": str(block.get("tool_call_id")),
+                                "name": str(block.get("name")),
+                                "state": state,
+                            }
+                        )
 
         result: LoopResult = await run_agent_loop(
             request,
@@ -459,6 +495,7 @@ async def execute_run(run_id: str, *, claimant: str | None = None) -> str:
         outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
     finally:
         listener.cancel()
+        beating.cancel()
     if stop.is_set() and outcome == "error" and code == errors.PERSIST_FAILED:
         outcome = "stopped"
     await database_sync_to_async(chat_services.run_finish)(
