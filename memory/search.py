@@ -43,6 +43,7 @@ STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
 FTS_TABLE = "memory_item_fts"
 # bm25 weights in FTS column order (title, tags, category, content): A 1.0, B 0.4, C 0.2.
 BM25_WEIGHTS = "10.0, 4.0, 4.0, 2.0"
+PG_RANK_NORMALIZATION = 1  # divide by 1 + log(document length): shorter documents win ties, as with bm25
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ def ranked_ids(
     if vendor == "postgresql":
         tsquery, q_params = to_pg_tsquery(parsed)
         inner = (
-            "SELECT i.id AS id, ts_rank_cd(i.search, q.q, 1)::float8 AS score "  # noqa: S608 - values are bound
+            f"SELECT i.id AS id, ts_rank_cd(i.search, q.q, {PG_RANK_NORMALIZATION})::float8 AS score "  # noqa: S608 - values are bound
             f"FROM memory_memoryitem i, (SELECT {tsquery} AS q) q "
             f"WHERE i.search @@ q.q AND {where}"
         )

@@ -5,15 +5,20 @@ from django.db import migrations
 
 from memory.migration_ops import VendorRunSQL
 
+# Hyphens become spaces before parsing: PostgreSQL's parser would otherwise add compound lexemes
+# ("coffee-shops" → coffee-shops, coffe, shop) that SQLite's unicode61 tokenizer never produces.
 PG_FORWARD = [
     """
     ALTER TABLE memory_memoryitem ADD COLUMN search tsvector GENERATED ALWAYS AS (
-        setweight(to_tsvector('english'::regconfig, coalesce(title, '')), 'A')
+        setweight(to_tsvector('english'::regconfig, translate(coalesce(title, ''), '-', ' ')), 'A')
         || setweight(
-            to_tsvector('english'::regconfig, coalesce(category, '') || ' ' || replace(tag_index, chr(31), ' ')),
+            to_tsvector(
+                'english'::regconfig,
+                translate(coalesce(category, '') || ' ' || replace(tag_index, chr(31), ' '), '-', ' ')
+            ),
             'B'
         )
-        || setweight(to_tsvector('english'::regconfig, content), 'C')
+        || setweight(to_tsvector('english'::regconfig, translate(content, '-', ' ')), 'C')
     ) STORED
     """,
     "CREATE INDEX memory_item_search_gin ON memory_memoryitem USING gin (search)",
