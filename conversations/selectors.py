@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 from django.db.models import QuerySet
 
 from conversations import errors
@@ -30,19 +31,28 @@ def conversation_for_update(*, key: ConversationKey) -> AgentConversation | None
     return AgentConversation.objects.select_for_update().filter(**key.filter_kwargs()).first()
 
 
+def _load_sql() -> str:
+    quote = connection.ops.quote_name
+    messages, heads = ConversationMessage._meta.db_table, AgentConversation._meta.db_table
+    return (
+        f"SELECT m.{quote('wire')} FROM {quote(messages)} m JOIN {quote(heads)} c "  # noqa: S608 - identifiers from model meta, values bound
+        f"ON m.{quote('conversation_id')} = c.{quote('id')} "
+        f"WHERE c.{quote('workflow_id')} = %s AND c.{quote('generation')} = %s "
+        f"AND c.{quote('agent_node_id')} = %s ORDER BY m.{quote('seq')}"
+    )
+
+
 def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
     """The stored messages in seq order (`[]` when none). A database error is raised loudly as
-    `conversation_load_failed`: an agent never runs with silently missing context."""
+    `conversation_load_failed`: an agent never runs with silently missing context.
+
+    One indexed query; SQL instead of the ORM because this runs on every firing and the ORM's per-call
+    overhead was the larger part of loading a short conversation.
+    """
     try:
-        return list(
-            ConversationMessage.objects.filter(
-                conversation__workflow_id=key.workflow_id,
-                conversation__generation=key.generation,
-                conversation__agent_node_id=key.agent_node_id,
-            )
-            .order_by("seq")
-            .values_list("wire", flat=True)
-        )
+        with connection.cursor() as cursor:
+            cursor.execute(_load_sql(), [key.workflow_id, key.generation, key.agent_node_id])
+            rows = cursor.fetchall()
     except DatabaseError as exc:
         logger.exception(
             "conversation load failed workflow=%s generation=%s agent=%s",
@@ -55,6 +65,8 @@ def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
             "The stored conversation could not be read; the run cannot continue without it.",
             status=errors.STATUS[errors.CONVERSATION_LOAD_FAILED],
         ) from exc
+    loads = json.loads
+    return [loads(value) if isinstance(value, str | bytes) else value for (value,) in rows]
 
 
 def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:

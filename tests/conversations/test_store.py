@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from django.db import DatabaseError
 
 from conversations.models import AgentConversation, ConversationArchive, ConversationMessage
 from conversations.selectors import conversation_cursor, conversation_list, conversation_load
@@ -205,10 +204,7 @@ def test_save_of_an_empty_list_for_a_missing_key_creates_nothing(key):
 
 
 def test_load_failure_is_loud(key, monkeypatch):
-    def broken(*args, **kwargs):
-        raise DatabaseError("connection lost")
-
-    monkeypatch.setattr("django.db.models.query.QuerySet._fetch_all", broken)
+    monkeypatch.setattr("conversations.selectors._load_sql", lambda: "SELECT broken FROM nowhere")
 
     with pytest.raises(ApplicationError) as exc:
         conversation_load(key=key)
