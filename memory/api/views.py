@@ -61,7 +61,7 @@ def _list_values(request: Request, name: str) -> list[str]:
     """Repeated (`?tags=a&tags=b`) or comma-separated (`?tags=a,b`) values."""
     out: list[str] = []
     for raw in request.query_params.getlist(name):
-        out.extend(part for part in raw.split(","))
+        out.extend(part for part in raw.split(",") if part.strip())
     return out
 
 

@@ -20,7 +20,13 @@ def two_memory_graph() -> dict[str, Any]:
         }
     )
     graph["edges"].append(
-        {"id": "e4", "source": "mem2", "sourceHandle": "output-tool", "target": "agent", "targetHandle": "input-tools"}
+        {
+            "id": "e4",
+            "source": "mem2",
+            "sourceHandle": "output-tool",
+            "target": "agent",
+            "targetHandle": "input-tools",
+        }
     )
     return graph
 
