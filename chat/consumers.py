@@ -14,24 +14,30 @@ import logging
 import time
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from chat import services
-from chat.executor import remember_main_loop
 from chat.models import TERMINAL_STATES, ChatRun
 from chat.selectors import chat_history, render_run_snapshot
 from graphs.selectors import workflow_for_owner
+from opencompany.core.asyncdb import db_call
 from opencompany.core.errors import ApplicationError
-from opencompany.core.events import chat_group, owner_group
+from opencompany.core.events import chat_group, owner_group, remember_serving_loop
 
 logger = logging.getLogger(__name__)
 
 MAX_FRAME_BYTES = 64 * 1024
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
-OWNER_EVENTS = ("context.updated", "memory.updated", "workflow.updated", "workflow.deployed", "workflow.reset", "workflow.deleted")
+OWNER_EVENTS = (
+    "context.updated",
+    "memory.updated",
+    "workflow.updated",
+    "workflow.deployed",
+    "workflow.reset",
+    "workflow.deleted",
+)
 RESUME_WAIT_S = 3.0
 
 
@@ -51,7 +57,9 @@ class _Bucket:
         return True
 
 
-def _error(code: str, message: str, extra: dict[str, Any] | None = None, request_id: Any = None) -> dict[str, Any]:
+def _error(
+    code: str, message: str, extra: dict[str, Any] | None = None, request_id: Any = None
+) -> dict[str, Any]:
     return {"type": "error", "request_id": request_id, "code": code, "message": message, "extra": extra or {}}
 
 
@@ -59,7 +67,9 @@ def _int_or_none(value: Any, field: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ApplicationError("invalid_request", f"'{field}' must be an integer.", {"fields": {field: ["Must be an integer."]}})
+        raise ApplicationError(
+            "invalid_request", f"'{field}' must be an integer.", {"fields": {field: ["Must be an integer."]}}
+        )
     return value
 
 
@@ -68,7 +78,9 @@ def _str(frame: dict[str, Any], field: str, *, required: bool = True, max_len: i
     if value is None and not required:
         return None
     if not isinstance(value, str) or (required and not value) or len(value) > max_len:
-        raise ApplicationError("invalid_request", f"'{field}' must be a string.", {"fields": {field: ["Required string."]}})
+        raise ApplicationError(
+            "invalid_request", f"'{field}' must be a string.", {"fields": {field: ["Required string."]}}
+        )
     return value
 
 
@@ -76,7 +88,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     groups: list[str] = []
 
     async def connect(self) -> None:
-        remember_main_loop(asyncio.get_running_loop())
+        remember_serving_loop(asyncio.get_running_loop())
         self.workflow_id = str(self.scope["url_route"]["kwargs"]["workflow_id"])
         self.user = self.scope.get("user")
         self.bucket = _Bucket(
@@ -96,7 +108,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         for group in (chat_group(self.workflow_id), owner_group(self.user.pk)):
             await self.channel_layer.group_add(group, self.channel_name)
             self.joined.append(group)
-        history = await database_sync_to_async(self._history)(None, 50)
+        history = await db_call(self._history)(None, 50)
         await self._send({"type": "thread", "request_id": None, **history})
 
     async def disconnect(self, code: int) -> None:
@@ -123,9 +135,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if not self.bucket.take():
             await self._send(_error("rate_limited", "Too many frames; slow down.", request_id=request_id))
             return
-        handler = getattr(self, f"op_{frame.get('type')}", None) if isinstance(frame.get("type"), str) else None
+        handler = (
+            getattr(self, f"op_{frame.get('type')}", None) if isinstance(frame.get("type"), str) else None
+        )
         if handler is None:
-            await self._send(_error("invalid_request", f"Unknown frame type {frame.get('type')!r}.", request_id=request_id))
+            await self._send(
+                _error("invalid_request", f"Unknown frame type {frame.get('type')!r}.", request_id=request_id)
+            )
             return
         try:
             if not await self._owns():
@@ -137,14 +153,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         except Exception:
             logger.exception("chat frame failed type=%s workflow=%s", frame.get("type"), self.workflow_id)
-            await self._send(_error("internal_error", "Something went wrong on our side.", request_id=request_id))
+            await self._send(
+                _error("internal_error", "Something went wrong on our side.", request_id=request_id)
+            )
             return
         if result is not None:
             await self._send({"type": "ack", "request_id": request_id, **result})
 
     async def op_send(self, frame: dict[str, Any]) -> dict[str, Any]:
         text = frame.get("text")
-        admission = await database_sync_to_async(self._call)(
+        admission = await db_call(self._call)(
             services.chat_send,
             text=text,
             client_message_id=_str(frame, "client_message_id", required=False, max_len=100),
@@ -153,7 +171,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return self._admission(admission)
 
     async def op_edit(self, frame: dict[str, Any]) -> dict[str, Any]:
-        admission = await database_sync_to_async(self._call)(
+        admission = await db_call(self._call)(
             services.chat_edit,
             message_uid=_str(frame, "message_id", max_len=64),
             text=frame.get("text"),
@@ -163,7 +181,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return self._admission(admission)
 
     async def op_retry(self, frame: dict[str, Any]) -> dict[str, Any]:
-        admission = await database_sync_to_async(self._call)(
+        admission = await db_call(self._call)(
             services.chat_retry,
             message_uid=_str(frame, "message_id", max_len=64),
             expected_revision=_int_or_none(frame.get("expected_revision"), "expected_revision"),
@@ -171,28 +189,30 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return self._admission(admission)
 
     async def op_switch(self, frame: dict[str, Any]) -> dict[str, Any]:
-        return await database_sync_to_async(self._call)(
+        return await db_call(self._call)(
             services.chat_switch,
             message_uid=_str(frame, "message_id", max_len=64),
             expected_revision=_int_or_none(frame.get("expected_revision"), "expected_revision"),
         )
 
     async def op_stop(self, frame: dict[str, Any]) -> dict[str, Any]:
-        run = await database_sync_to_async(self._call)(services.chat_stop, run_id=_str(frame, "run_id", max_len=64))
+        run = await db_call(self._call)(services.chat_stop, run_id=_str(frame, "run_id", max_len=64))
         return {"run_id": run.run_id, "state": run.state}
 
     async def op_feedback(self, frame: dict[str, Any]) -> dict[str, Any]:
-        return await database_sync_to_async(self._call)(
-            services.chat_feedback, message_uid=_str(frame, "message_id", max_len=64), value=frame.get("value")
+        return await db_call(self._call)(
+            services.chat_feedback,
+            message_uid=_str(frame, "message_id", max_len=64),
+            value=frame.get("value"),
         )
 
     async def op_history(self, frame: dict[str, Any]) -> None:
         limit = _int_or_none(frame.get("limit"), "limit") or 50
-        history = await database_sync_to_async(self._history)(
+        history = await db_call(self._history)(
             _str(frame, "before", required=False, max_len=64), max(1, min(limit, 200))
         )
         await self._send({"type": "thread", "request_id": frame.get("request_id"), **history})
-        return None
+        return
 
     async def op_resume(self, frame: dict[str, Any]) -> None:
         """Snapshot from the run row, then only later events: no text lost or doubled."""
@@ -203,7 +223,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             deadline = time.monotonic() + RESUME_WAIT_S
             while True:
-                snapshot = await database_sync_to_async(self._snapshot)(run_id)
+                snapshot = await db_call(self._snapshot)(run_id)
                 first = self.first_seq.get(run_id)
                 consistent = first is None or snapshot["seq"] >= first - 1
                 if snapshot["state"] in TERMINAL_STATES or consistent or time.monotonic() > deadline:
@@ -215,7 +235,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     await self._send(event)
         finally:
             self.resuming.pop(run_id, None)
-        return None
+        return
 
     async def op_ping(self, frame: dict[str, Any]) -> dict[str, Any]:
         return {"pong": True}
@@ -248,7 +268,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     def _workflow(self) -> Any:
         return workflow_for_owner(owner=self.user, workflow_id=self.workflow_id)
 
-    @database_sync_to_async
+    @db_call
     def _owns(self) -> bool:
         try:
             self._workflow()

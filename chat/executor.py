@@ -22,7 +22,6 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
@@ -35,8 +34,9 @@ from conversations.selectors import conversation_cursor, conversation_load, note
 from conversations.types import ConversationKey
 from graphs.models import Deployment
 from graphs.specs import get_node_spec
+from opencompany.core.asyncdb import db_call
 from opencompany.core.errors import ApplicationError
-from opencompany.core.events import apublish_now, chat_group
+from opencompany.core.events import apublish_now, chat_group, serving_loop
 from opencompany.llm.loop import LoopPolicies, LoopResult, ToolResultEvent, run_agent_loop
 from opencompany.llm.policies import close_unanswered_tool_calls
 from opencompany.llm.providers import (
@@ -62,16 +62,9 @@ DEFAULT_MODELS = {"offline": "offline-demo"}
 
 # --- dispatch ---------------------------------------------------------------------------------------
 
-_main_loop: asyncio.AbstractEventLoop | None = None
 _fallback_loop: asyncio.AbstractEventLoop | None = None
 _fallback_lock = threading.Lock()
 _tasks: set[Any] = set()
-
-
-def remember_main_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Called by the ASGI application on each connection: in-process runs go to the serving loop."""
-    global _main_loop
-    _main_loop = loop
 
 
 def _background_loop() -> asyncio.AbstractEventLoop:
@@ -100,7 +93,7 @@ def spawn(coro: Coroutine[Any, Any, Any]) -> None:
     The task starts with an empty context: it must not inherit the caller's (a sync thread inside
     `database_sync_to_async`, whose executor marker would make every DB call look like a deadlock).
     """
-    loop = _main_loop if _main_loop is not None and _main_loop.is_running() else _background_loop()
+    loop = serving_loop() or _background_loop()
 
     def create() -> None:
         task = loop.create_task(coro)
@@ -146,7 +139,7 @@ class Prepared:
 
 def _agent_for_trigger(graph: dict[str, Any]) -> str | None:
     nodes = {n.get("id"): n for n in graph.get("nodes", []) if isinstance(n, dict)}
-    triggers = sorted(nid for nid, n in nodes.items() if n.get("type") == "chatTrigger")
+    triggers = sorted(str(nid) for nid, n in nodes.items() if n.get("type") == "chatTrigger")
     for trigger in triggers:
         for edge in graph.get("edges", []):
             if edge.get("source") != trigger:
@@ -261,7 +254,7 @@ class ConversationSink:
         if self.key is None:
             self.length += 1
             return
-        await database_sync_to_async(conversations.conversation_append)(
+        await db_call(conversations.conversation_append)(
             key=self.key,
             messages=[message],
             expected_length=self.length,
@@ -280,7 +273,7 @@ class ConversationSink:
 
     async def replace_all(self, messages: list[Message]) -> None:
         if self.key is not None:
-            await database_sync_to_async(conversations.conversation_save)(key=self.key, messages=messages)
+            await db_call(conversations.conversation_save)(key=self.key, messages=messages)
         self.length = len(messages)
 
 
@@ -288,7 +281,15 @@ class ConversationSink:
 
 
 class RunStream:
-    """Per-run event numbering, the reply draft, and its durable snapshot on the run row."""
+    """Per-run event numbering, the reply draft, and its durable snapshot on the run row.
+
+    Text deltas are batched (sent when 160 characters are waiting or 50 ms have passed), so a fast
+    model does not turn every token into a frame. The draft on the row only ever holds text already
+    sent with a `seq`, so a snapshot plus the later events never doubles text.
+    """
+
+    FLUSH_CHARS = 160
+    FLUSH_S = 0.05
 
     def __init__(self, run: ChatRun, claimant: str) -> None:
         self.run_id = run.run_id
@@ -300,27 +301,58 @@ class RunStream:
         self._flushed_at = 0.0
         self._dirty = False
         self._separate = False
+        self._pending = ""
+        self._emitted_at = 0.0
+        self._timer: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
 
     async def emit(self, type: str, data: dict[str, Any], *, seq: int | None = None) -> None:
-        if seq is None:
-            self.seq += 1
-            seq = self.seq
-        await apublish_now(
-            chat_group(self.workflow_id),
-            type,
-            {"run_id": self.run_id, "seq": seq, "workflow_id": self.workflow_id, **data},
-        )
+        async with self._lock:  # one publish at a time keeps seq order on the wire
+            if seq is None:
+                self.seq += 1
+                seq = self.seq
+            if type == "run.delta":
+                self.text += data["delta"]
+                self._dirty = True
+            self._emitted_at = time.monotonic()
+            await apublish_now(
+                chat_group(self.workflow_id),
+                type,
+                {
+                    "run_id": self.run_id,
+                    "seq": seq,
+                    "workflow_id": self.workflow_id,
+                    "ts": time.time(),
+                    **data,
+                },
+            )
+
+    async def flush_pending(self) -> None:
+        if self._timer is not None and self._timer is not asyncio.current_task():
+            self._timer.cancel()
+        self._timer = None
+        if self._pending:
+            text, self._pending = self._pending, ""
+            await self.emit("run.delta", {"delta": text})
+
+    async def _flush_later(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await self.flush_pending()
+        await self.maybe_flush()
 
     async def delta(self, text: str) -> None:
         if not text:
             return
-        if self._separate and self.text and not self.text.endswith("\n"):
+        if self._separate and (self.text or self._pending) and not (self.text + self._pending).endswith("\n"):
             text = "\n\n" + text
         self._separate = False
-        self.text += text
-        self._dirty = True
-        await self.emit("run.delta", {"delta": text})
-        await self.maybe_flush()
+        self._pending += text
+        waited = time.monotonic() - self._emitted_at
+        if len(self._pending) >= self.FLUSH_CHARS or waited >= self.FLUSH_S:
+            await self.flush_pending()
+            await self.maybe_flush()
+        elif self._timer is None:
+            self._timer = asyncio.ensure_future(self._flush_later(self.FLUSH_S - waited))
 
     async def step(self, step: dict[str, Any]) -> None:
         for i, existing in enumerate(self.steps):
@@ -331,6 +363,7 @@ class RunStream:
             self.steps.append(step)
         self._dirty = True
         self._separate = True
+        await self.flush_pending()
         await self.emit("run.step", {"step": step})
         await self.maybe_flush()
 
@@ -341,7 +374,7 @@ class RunStream:
             return True
         self._flushed_at = now
         self._dirty = False
-        return await database_sync_to_async(chat_services.run_save_draft)(
+        return await db_call(chat_services.run_save_draft)(
             run_id=self.run_id, claimant=self.claimant, text=self.text, steps=list(self.steps), seq=self.seq
         )
 
@@ -380,7 +413,7 @@ async def _listen_for_stop(run_id: str, stop: asyncio.Event) -> None:
         async def from_db() -> None:
             while True:
                 await asyncio.sleep(STOP_POLL_S)
-                state = await database_sync_to_async(chat_services.run_state)(run_id=run_id)
+                state = await db_call(chat_services.run_state)(run_id=run_id)
                 if state != ChatRun.State.RUNNING:
                     return
 
@@ -406,7 +439,7 @@ def _claimant() -> str:
 async def execute_run(run_id: str, *, claimant: str | None = None) -> str:
     """Claim the run and take it to one terminal state. Returns that state, or `not_claimed`."""
     claimant = claimant or _claimant()
-    run = await database_sync_to_async(chat_services.run_claim)(run_id=run_id, claimant=claimant)
+    run = await db_call(chat_services.run_claim)(run_id=run_id, claimant=claimant)
     if run is None:
         return "not_claimed"
     stream = RunStream(run, claimant)
@@ -425,7 +458,7 @@ async def execute_run(run_id: str, *, claimant: str | None = None) -> str:
     outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
     usage: dict[str, Any] = {}
     try:
-        prepared = await database_sync_to_async(prepare_run)(run)
+        prepared = await db_call(prepare_run)(run)
         provider = get_provider(prepared.model, config=provider_config())
         tools = [t for t in (get_tool(name) for name in prepared.tool_names) if t is not None]
         request = Request(
@@ -496,9 +529,10 @@ async def execute_run(run_id: str, *, claimant: str | None = None) -> str:
     finally:
         listener.cancel()
         beating.cancel()
+        await stream.flush_pending()
     if stop.is_set() and outcome == "error" and code == errors.PERSIST_FAILED:
         outcome = "stopped"
-    await database_sync_to_async(chat_services.run_finish)(
+    await db_call(chat_services.run_finish)(
         run_id=run_id,
         claimant=claimant,
         outcome=outcome,

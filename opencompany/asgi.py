@@ -9,9 +9,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from opencompany.core.events import remember_serving_loop  # noqa: E402
 from opencompany.routing import websocket_urlpatterns  # noqa: E402
-
-from chat.executor import remember_main_loop  # noqa: E402
 
 router = ProtocolTypeRouter(
     {
@@ -25,5 +24,5 @@ async def application(scope, receive, send):  # type: ignore[no-untyped-def]
     """The ASGI entry point; remembers the serving loop so in-process runs start on it."""
     import asyncio
 
-    remember_main_loop(asyncio.get_running_loop())
+    remember_serving_loop(asyncio.get_running_loop())
     return await router(scope, receive, send)
