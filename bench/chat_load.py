@@ -4,7 +4,7 @@ ASGI process (daphne) with the Redis pub/sub channel layer and in-process runs, 
 Each client owns a deployed workflow and sends TURNS messages one after another, waiting for each answer.
 Measured per client, in one run for N = 50, 100, 200:
   send→started   time from sending `send` to receiving `run.started`
-  delta latency  receive time − the server's emit time (`ts`) of each `run.delta` (same machine clock)
+  delta latency  receive time minus the server's emit time (`ts`) of each `run.delta` (same machine clock)
   runs/s         finished runs / wall time of the round
   errors         error frames, failed runs, timeouts, dropped connections
 
@@ -112,7 +112,7 @@ def start_server(port: int) -> subprocess.Popen[bytes]:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/node-specs", timeout=1)  # noqa: S310
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/node-specs", timeout=1)
         except urllib.error.HTTPError:
             return proc
         except OSError:
