@@ -31,7 +31,7 @@ SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY is required when DEBUG is off.")
-    SECRET_KEY = "insecure-dev-key-only-for-the-embedded-default"  # noqa: S105
+    SECRET_KEY = "insecure-dev-key-only-for-the-embedded-default"
 
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [
@@ -112,6 +112,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {
         "NAME": os.environ.get("OPENCOMPANY_TEST_DB") or str(BASE_DIR / f".test-db-{os.getpid()}.sqlite3")
     }
+if os.environ.get("OPENCOMPANY_TEST_DB") and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    DATABASES["default"]["TEST"] = {"NAME": os.environ["OPENCOMPANY_TEST_DB"]}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- channels -------------------------------------------------------------------------------

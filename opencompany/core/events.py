@@ -6,12 +6,14 @@ Groups: `owner.<user_id>` for context/memory/workflow events, `chat.<workflow_id
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import threading
+import time
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
@@ -63,15 +65,48 @@ def _enqueue(loop: asyncio.AbstractEventLoop, group: str, message: dict[str, Any
     queue.put_nowait((group, message))
 
 
+_publisher_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _publisher() -> asyncio.AbstractEventLoop:
+    """A process-wide publisher loop in a daemon thread (processes without a serving loop)."""
+    global _publisher_loop
+    with _queues_lock:
+        if _publisher_loop is None or _publisher_loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="event-publisher", daemon=True).start()
+            _publisher_loop = loop
+            atexit.register(_flush_publisher, loop)
+        return _publisher_loop
+
+
+def _flush_publisher(loop: asyncio.AbstractEventLoop, timeout: float = 5.0) -> None:
+    """At exit, give queued events a few seconds to leave."""
+    queue = _queues.get(loop)
+    deadline = time.monotonic() + timeout
+    while queue is not None and not queue.empty() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+
+
 def publish_now(group: str, type: str, data: dict[str, Any]) -> None:
     """Send one event to a group; a failing layer is logged, never raised.
 
-    In a serving process called from a worker thread, the event is handed to the serving loop's
-    publisher queue and this returns at once (events from one process keep their order). Elsewhere
-    (commands, task workers, tests) it is sent before this returns.
+    With a network layer (Redis) the event is handed to a publisher queue and this returns at once:
+    the serving loop's in an ASGI process, else a process-wide publisher thread's. One queue per
+    process keeps events in order. The in-memory layer (embedded default, tests) is sent to before this
+    returns.
     """
     message = {"type": "app.event", "event": type, "data": data}
     loop = serving_loop()
+    if loop is None:
+        try:
+            layer = get_channel_layer()
+        except Exception:
+            logger.exception("no channel layer group=%s type=%s", group, type)
+            return
+        if layer is not None and not isinstance(layer, InMemoryChannelLayer):
+            loop = _publisher()
     if loop is not None:
         try:
             running = asyncio.get_running_loop()
