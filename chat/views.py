@@ -1,0 +1,86 @@
+"""The owner's pages: sign-in (django.contrib.auth), the workflow list and the chat page.
+
+Pages only: every operation the page performs goes through the websocket (docs/chat-protocol.md)
+or the DRF API, called by `chat/static/chat/chat.js`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Max
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.csrf import ensure_csrf_cookie
+
+from chat.executor import _agent_for_trigger, _wired
+from graphs.models import Deployment, Workflow
+from graphs.selectors import latest_deployment, live_deployment, workflow_for_owner, workflows_of
+from opencompany.core.errors import ApplicationError
+
+DEFAULT_CONTEXT_WINDOW = 128_000
+
+
+def _owned(request: HttpRequest, workflow_id: str) -> Workflow:
+    try:
+        return workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+    except ApplicationError as exc:
+        raise Http404("No such workflow.") from exc
+
+
+def _wiring(deployment: Deployment | None) -> dict[str, Any]:
+    """The answering agent, its Memory node and Context window in the live graph (empty when none)."""
+    graph = (deployment.graph if deployment else None) or {}
+    agent = _agent_for_trigger(graph) if graph else None
+    if agent is None:
+        return {"agent": "", "memory": "", "window": DEFAULT_CONTEXT_WINDOW, "has_context": False}
+    node: dict[str, Any] = next((n for n in graph.get("nodes", []) if n.get("id") == agent), {})
+    params = (node.get("data") or {}).get("parameters") or {}
+    memories = _wired(graph, agent, "simpleMemory", "input-tools")
+    return {
+        "agent": agent,
+        "memory": memories[0] if memories else "",
+        "window": int(params.get("context_window") or DEFAULT_CONTEXT_WINDOW),
+        "has_context": bool(_wired(graph, agent, "context", "input-context")),
+    }
+
+
+@login_required
+@ensure_csrf_cookie
+def workflow_list(request: HttpRequest) -> HttpResponse:
+    """The owner's workflows; an owner with exactly one lands straight on its chat."""
+    workflows = list(
+        workflows_of(owner=request.user)
+        .annotate(last_message=Max("chat_thread__messages__created_at"))
+        .order_by("-updated_at", "id")
+    )
+    if len(workflows) == 1 and request.GET.get("all") != "1":
+        return redirect("chat:chat", workflow_id=workflows[0].pk)
+    rows = []
+    for workflow in workflows:
+        deployment = latest_deployment(workflow=workflow)
+        activity = max(filter(None, [workflow.updated_at, workflow.last_message]))  # type: ignore[attr-defined]
+        rows.append(
+            {
+                "workflow": workflow,
+                "generation": deployment.generation if deployment else 0,
+                "state": deployment.state if deployment else "draft",
+                "activity": activity,
+            }
+        )
+    return render(request, "chat/workflows.html", {"rows": rows})
+
+
+@login_required
+@ensure_csrf_cookie
+def chat_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
+    workflow = _owned(request, workflow_id)
+    deployment = live_deployment(workflow=workflow)
+    wiring = _wiring(deployment)
+    context = {
+        "workflow": workflow,
+        "generation": deployment.generation if deployment else 0,
+        "wiring": wiring,
+    }
+    return render(request, "chat/chat.html", context)
