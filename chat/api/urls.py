@@ -1,3 +1,18 @@
-from django.urls import URLPattern, URLResolver
+from django.urls import path
 
-urlpatterns: list[URLPattern | URLResolver] = []
+from chat.api import views
+
+_CHAT = "workflows/<str:workflow_id>/chat"
+
+urlpatterns = [
+    path(_CHAT, views.ChatThreadView.as_view(), name="chat-thread"),
+    path(f"{_CHAT}/messages", views.ChatSendView.as_view(), name="chat-send"),
+    path(f"{_CHAT}/messages/<str:message_id>/edit", views.ChatEditView.as_view(), name="chat-edit"),
+    path(f"{_CHAT}/messages/<str:message_id>/retry", views.ChatRetryView.as_view(), name="chat-retry"),
+    path(
+        f"{_CHAT}/messages/<str:message_id>/feedback", views.ChatFeedbackView.as_view(), name="chat-feedback"
+    ),
+    path(f"{_CHAT}/switch", views.ChatSwitchView.as_view(), name="chat-switch"),
+    path(f"{_CHAT}/runs/<str:run_id>", views.ChatRunView.as_view(), name="chat-run"),
+    path(f"{_CHAT}/runs/<str:run_id>/stop", views.ChatStopView.as_view(), name="chat-stop"),
+]

@@ -1,0 +1,141 @@
+"""Input and output serializers of the owner-chat endpoints (DESIGN §10)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+
+class StrictCharField(serializers.CharField):
+    """A string and nothing else: DRF's CharField would turn `123` or `true` into text."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer: `"3"`, `3.0` and `true` are refused rather than coerced."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
+# Text limits (blank, 50,000 characters) are the service's, so the API and the websocket refuse
+# with the same codes (`invalid_request`, `message_too_long`).
+class SendInput(serializers.Serializer):
+    text = StrictCharField(trim_whitespace=False, allow_blank=True)
+    client_message_id = StrictCharField(
+        required=False, allow_null=True, allow_blank=True, trim_whitespace=False
+    )
+    expected_revision = StrictIntegerField(required=False, allow_null=True, min_value=0)
+
+
+class EditInput(SendInput):
+    pass
+
+
+class RetryInput(serializers.Serializer):
+    expected_revision = StrictIntegerField(required=False, allow_null=True, min_value=0)
+
+
+class SwitchInput(serializers.Serializer):
+    message_id = StrictCharField(max_length=64)
+    expected_revision = StrictIntegerField(required=False, allow_null=True, min_value=0)
+
+
+class FeedbackInput(serializers.Serializer):
+    value = serializers.ChoiceField(choices=["up", "down"], allow_null=True)
+
+
+class HistoryQueryInput(serializers.Serializer):
+    before = serializers.CharField(required=False, max_length=64)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
+
+
+class ErrorOutput(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class VersionsOutput(serializers.Serializer):
+    index = serializers.IntegerField()
+    count = serializers.IntegerField()
+    ids = serializers.ListField(child=serializers.CharField())
+
+
+class MessageOutput(serializers.Serializer):
+    id = serializers.CharField()
+    parent_id = serializers.CharField(allow_null=True)
+    role = serializers.CharField()
+    kind = serializers.CharField()
+    status = serializers.CharField()
+    text = serializers.CharField(allow_blank=True)
+    generation = serializers.IntegerField()
+    run_id = serializers.CharField(allow_null=True)
+    run_state = serializers.CharField(allow_null=True)
+    error = ErrorOutput(allow_null=True)
+    created_at = serializers.CharField()
+    client_message_id = serializers.CharField(allow_null=True)
+    feedback = serializers.CharField(allow_null=True)
+    versions = VersionsOutput()
+    editable = serializers.BooleanField()
+
+
+class RunOutput(serializers.Serializer):
+    run_id = serializers.CharField()
+    kind = serializers.CharField()
+    state = serializers.CharField()
+    generation = serializers.IntegerField()
+    user_message_id = serializers.CharField()
+    reply_message_id = serializers.CharField()
+    parent_run_id = serializers.CharField(allow_null=True)
+    error = ErrorOutput(allow_null=True)
+    created_at = serializers.CharField(allow_null=True)
+    started_at = serializers.CharField(allow_null=True)
+    finished_at = serializers.CharField(allow_null=True)
+    last_seq = serializers.IntegerField()
+
+
+class RunSnapshotOutput(RunOutput):
+    seq = serializers.IntegerField()
+    text = serializers.CharField(allow_blank=True)
+    steps = serializers.ListField(child=serializers.DictField())
+
+
+class ThreadOutput(serializers.Serializer):
+    workflow_id = serializers.CharField()
+    generation = serializers.IntegerField()
+    revision = serializers.IntegerField()
+    path = MessageOutput(many=True)
+    has_more = serializers.BooleanField()
+    editable = serializers.ListField(child=serializers.CharField())
+    active_runs = RunOutput(many=True)
+
+
+class AdmissionOutput(serializers.Serializer):
+    message = MessageOutput()
+    run = RunOutput()
+    created = serializers.BooleanField()
+    revision = serializers.IntegerField()
+
+
+class FeedbackOutput(serializers.Serializer):
+    message_id = serializers.CharField()
+    feedback = serializers.CharField(allow_null=True)
+
+
+class SwitchOutput(serializers.Serializer):
+    leaf_id = serializers.CharField()
+    revision = serializers.IntegerField()
+    changed = serializers.BooleanField()
+
+
+class ClearOutput(serializers.Serializer):
+    cleared = serializers.BooleanField()
+    runs_ended = serializers.ListField(child=serializers.CharField())
+    conversations_archived = serializers.IntegerField()

@@ -1,0 +1,209 @@
+"""Thin DRF views of the owner chat (DESIGN §10): the same operations as the websocket frames.
+
+Every view reaches the chat through `workflow_for_owner`, so another owner's workflow id answers 404
+and changes nothing. Refusals are `ApplicationError`s rendered by the core exception handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from chat import services
+from chat.api import serializers as s
+from chat.models import ChatRun
+from chat.selectors import chat_history, message_rendered, render_run, render_run_snapshot
+from graphs.models import Workflow
+from graphs.selectors import workflow_for_owner
+from opencompany.core.errors import not_found
+
+_TAG = ["chat"]
+_MESSAGE_ID = OpenApiParameter("message_id", str, OpenApiParameter.PATH, description="A chat message id.")
+_RUN_ID = OpenApiParameter("run_id", str, OpenApiParameter.PATH, description="A chat run id.")
+
+
+class ChatSendThrottle(ScopedRateThrottle):
+    """`chat_send`: every request that starts a run (send, edit, retry). The rate is read per request
+    so a settings override takes effect without a reload."""
+
+    def get_rate(self) -> str | None:
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope or "")
+        return None if rate is None else str(rate)
+
+
+def _workflow(request: Request, workflow_id: str) -> Workflow:
+    return workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+
+
+def _admission(admission: services.Admission) -> Response:
+    body: dict[str, Any] = {
+        "message": message_rendered(message=admission.message),
+        "run": render_run(admission.run),
+        "created": admission.created,
+        "revision": admission.revision,
+    }
+    return Response(s.AdmissionOutput(body).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ChatThreadView(APIView):
+    @extend_schema(
+        tags=_TAG,
+        parameters=[s.HistoryQueryInput],
+        responses=s.ThreadOutput,
+        operation_id="chat_history",
+        summary="The chat's active path (newest page), versions, editable ids, revision and live runs",
+    )
+    def get(self, request: Request, workflow_id: str) -> Response:
+        workflow = _workflow(request, workflow_id)
+        query = s.HistoryQueryInput(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        history = chat_history(
+            workflow=workflow, before=query.validated_data.get("before"), limit=query.validated_data["limit"]
+        )
+        return Response(s.ThreadOutput(history).data)
+
+    @extend_schema(
+        tags=_TAG,
+        responses=s.ClearOutput,
+        operation_id="chat_clear",
+        summary="Clear the chat and the agents' conversations of the live generation",
+    )
+    def delete(self, request: Request, workflow_id: str) -> Response:
+        workflow = _workflow(request, workflow_id)
+        return Response(s.ClearOutput(services.chat_clear(workflow=workflow)).data)
+
+
+class ChatSendView(APIView):
+    throttle_classes = [ChatSendThrottle]
+    throttle_scope = "chat_send"
+
+    @extend_schema(
+        tags=_TAG,
+        request=s.SendInput,
+        responses={202: s.AdmissionOutput},
+        operation_id="chat_send",
+        summary="Send the owner's message; the agent answers in a run",
+    )
+    def post(self, request: Request, workflow_id: str) -> Response:
+        workflow = _workflow(request, workflow_id)
+        data = s.SendInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        return _admission(services.chat_send(workflow=workflow, **data.validated_data))
+
+
+class ChatEditView(APIView):
+    throttle_classes = [ChatSendThrottle]
+    throttle_scope = "chat_send"
+
+    @extend_schema(
+        tags=_TAG,
+        parameters=[_MESSAGE_ID],
+        request=s.EditInput,
+        responses={202: s.AdmissionOutput},
+        operation_id="chat_edit",
+        summary="Add an edited version of an owner message and answer it",
+    )
+    def post(self, request: Request, workflow_id: str, message_id: str) -> Response:
+        workflow = _workflow(request, workflow_id)
+        data = s.EditInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        return _admission(
+            services.chat_edit(workflow=workflow, message_uid=message_id, **data.validated_data)
+        )
+
+
+class ChatRetryView(APIView):
+    throttle_classes = [ChatSendThrottle]
+    throttle_scope = "chat_send"
+
+    @extend_schema(
+        tags=_TAG,
+        parameters=[_MESSAGE_ID],
+        request=s.RetryInput,
+        responses={202: s.AdmissionOutput},
+        operation_id="chat_retry",
+        summary="Answer the last question again beside the old answer",
+    )
+    def post(self, request: Request, workflow_id: str, message_id: str) -> Response:
+        workflow = _workflow(request, workflow_id)
+        data = s.RetryInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        return _admission(
+            services.chat_retry(workflow=workflow, message_uid=message_id, **data.validated_data)
+        )
+
+
+class ChatFeedbackView(APIView):
+    @extend_schema(
+        tags=_TAG,
+        parameters=[_MESSAGE_ID],
+        request=s.FeedbackInput,
+        responses=s.FeedbackOutput,
+        operation_id="chat_feedback",
+        summary="Rate an answer up or down (null takes the rating back)",
+    )
+    def post(self, request: Request, workflow_id: str, message_id: str) -> Response:
+        workflow = _workflow(request, workflow_id)
+        data = s.FeedbackInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = services.chat_feedback(
+            workflow=workflow, message_uid=message_id, value=data.validated_data["value"]
+        )
+        return Response(s.FeedbackOutput(result).data)
+
+
+class ChatSwitchView(APIView):
+    @extend_schema(
+        tags=_TAG,
+        request=s.SwitchInput,
+        responses=s.SwitchOutput,
+        operation_id="chat_switch",
+        summary="Show another version of a message (moves the active path; starts no run)",
+    )
+    def post(self, request: Request, workflow_id: str) -> Response:
+        workflow = _workflow(request, workflow_id)
+        data = s.SwitchInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = services.chat_switch(
+            workflow=workflow,
+            message_uid=data.validated_data["message_id"],
+            expected_revision=data.validated_data.get("expected_revision"),
+        )
+        return Response(s.SwitchOutput(result).data)
+
+
+class ChatRunView(APIView):
+    @extend_schema(
+        tags=_TAG,
+        parameters=[_RUN_ID],
+        responses=s.RunSnapshotOutput,
+        operation_id="chat_run",
+        summary="A run with its durable draft (text so far, steps, seq)",
+    )
+    def get(self, request: Request, workflow_id: str, run_id: str) -> Response:
+        workflow = _workflow(request, workflow_id)
+        run = ChatRun.objects.filter(workflow_id=workflow.pk, run_id=run_id).first()
+        if run is None:
+            raise not_found("run")
+        return Response(s.RunSnapshotOutput(render_run_snapshot(run)).data)
+
+
+class ChatStopView(APIView):
+    @extend_schema(
+        tags=_TAG,
+        parameters=[_RUN_ID],
+        request=None,
+        responses=s.RunOutput,
+        operation_id="chat_stop",
+        summary="Stop a run (queued → stopped at once; running → stopping)",
+    )
+    def post(self, request: Request, workflow_id: str, run_id: str) -> Response:
+        workflow = _workflow(request, workflow_id)
+        return Response(s.RunOutput(render_run(services.chat_stop(workflow=workflow, run_id=run_id))).data)
