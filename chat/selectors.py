@@ -92,7 +92,10 @@ def editable_uids(path: list[ChatMessage], runs: dict[str, ChatRun], generation:
     out = [
         m.uid
         for m in path
-        if m.role == ChatMessage.Role.USER and m.kind == ChatMessage.Kind.TEXT and m.run_id and m.generation == generation
+        if m.role == ChatMessage.Role.USER
+        and m.kind == ChatMessage.Kind.TEXT
+        and m.run_id
+        and m.generation == generation
     ]
     if path:
         last = path[-1]
@@ -126,9 +129,7 @@ def render_run_snapshot(run: ChatRun) -> dict[str, Any]:
     return {**render_run(run), "seq": run.last_seq, "text": run.draft_text, "steps": list(run.draft_steps)}
 
 
-def chat_history(
-    *, workflow: Workflow, before: str | None = None, limit: int = 50
-) -> dict[str, Any]:
+def chat_history(*, workflow: Workflow, before: str | None = None, limit: int = 50) -> dict[str, Any]:
     """The active path of the live generation (newest `limit` entries before `before`, oldest first),
     each message's versions (siblings), the editable ids, the thread revision and the live runs."""
     generation = live_generation(workflow=workflow)
@@ -211,6 +212,8 @@ def message_rendered(*, message: ChatMessage) -> dict[str, Any]:
     live = live_generation(workflow=thread.workflow)
     editable = editable_uids(path, runs, live if live == message.generation else 0)
     feedback = dict(
-        ChatFeedback.objects.filter(thread=thread, message_uid=message.uid).values_list("message_uid", "value")
+        ChatFeedback.objects.filter(thread=thread, message_uid=message.uid).values_list(
+            "message_uid", "value"
+        )
     )
     return render_message(message, tree, runs, feedback, editable)

@@ -12,6 +12,7 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -21,7 +22,7 @@ from django.utils import timezone
 
 from chat import errors
 from chat.models import LIVE_STATES, TERMINAL_STATES, ChatFeedback, ChatMessage, ChatNote, ChatRun, ChatThread
-from chat.selectors import Tree, editable_uids, live_generation, runs_of, tree_of
+from chat.selectors import Tree, live_generation, runs_of, tree_of
 from conversations import services as conversations
 from conversations.models import BranchSnapshot
 from conversations.types import ConversationKey
@@ -85,7 +86,7 @@ def _check_client_id(client_message_id: str | None) -> str:
         return ""
     if not isinstance(client_message_id, str) or not _CLIENT_ID.match(client_message_id):
         raise invalid(
-            "client_message_id must be 1–100 characters of letters, digits, '_', '.', ':' or '-'.",
+            "client_message_id must be 1 to 100 characters of letters, digits, '_', '.', ':' or '-'.",
             {"client_message_id": ["Invalid format."]},
         )
     return client_message_id
@@ -105,9 +106,13 @@ def _check_revision(thread: ChatThread, expected_revision: int | None) -> None:
 
 
 def _check_lane(thread: ChatThread) -> None:
-    live = ChatRun.objects.filter(thread=thread, state__in=LIVE_STATES).values_list("run_id", flat=True).first()
+    live = (
+        ChatRun.objects.filter(thread=thread, state__in=LIVE_STATES).values_list("run_id", flat=True).first()
+    )
     if live:
-        raise _err(errors.RUN_IN_PROGRESS, "The agent is still answering; wait or stop it first.", {"run_id": live})
+        raise _err(
+            errors.RUN_IN_PROGRESS, "The agent is still answering; wait or stop it first.", {"run_id": live}
+        )
 
 
 def _append_message(
@@ -155,7 +160,9 @@ def _leaf_parent(thread: ChatThread, generation: int) -> str:
     return ""
 
 
-def _new_run(thread: ChatThread, *, generation: int, kind: str, user_message_uid: str, parent_run_id: str = "") -> ChatRun:
+def _new_run(
+    thread: ChatThread, *, generation: int, kind: str, user_message_uid: str, parent_run_id: str = ""
+) -> ChatRun:
     run_id = mint_id("run")
     try:
         with transaction.atomic():
@@ -170,7 +177,11 @@ def _new_run(thread: ChatThread, *, generation: int, kind: str, user_message_uid
                 parent_run_id=parent_run_id,
             )
     except IntegrityError as exc:  # the lane index fired: another run got in first
-        live = ChatRun.objects.filter(thread=thread, state__in=LIVE_STATES).values_list("run_id", flat=True).first()
+        live = (
+            ChatRun.objects.filter(thread=thread, state__in=LIVE_STATES)
+            .values_list("run_id", flat=True)
+            .first()
+        )
         raise _err(
             errors.RUN_IN_PROGRESS, "The agent is still answering; wait or stop it first.", {"run_id": live}
         ) from exc
@@ -260,12 +271,20 @@ def chat_stop(*, workflow: Workflow, run_id: str) -> ChatRun:
         )
         run.refresh_from_db()
         rid = run.run_id
-        transaction.on_commit(lambda: publish_now(run_control_group(rid), "run.stop", {"run_id": rid}), robust=True)
-    elif run.state == ChatRun.State.STOPPING:
-        pass
+        transaction.on_commit(
+            lambda: publish_now(run_control_group(rid), "run.stop", {"run_id": rid}), robust=True
+        )
+    elif run.state == ChatRun.State.STOPPING or (
+        run.state == ChatRun.State.STOPPED and run.stop_requested_at
+    ):
+        pass  # a second Stop answers the same state and publishes nothing
     else:
         raise _err(errors.NOT_STOPPABLE, "That run has already ended.", {"state": run.state})
     return run
+
+
+def _publish_stop(run_id: str) -> None:
+    publish_now(run_control_group(run_id), "run.stop", {"run_id": run_id})
 
 
 def run_control_group(run_id: str) -> str:
@@ -281,7 +300,9 @@ def _publish_run_event(run: ChatRun, type: str, data: dict[str, Any]) -> None:
 
 def _deliver_notes_on_commit(run: ChatRun) -> None:
     thread_id = run.thread_id
-    publish_on_commit(chat_group(run.workflow_id), "thread.updated", {"workflow_id": run.workflow_id, "role": None})
+    publish_on_commit(
+        chat_group(run.workflow_id), "thread.updated", {"workflow_id": run.workflow_id, "role": None}
+    )
     del thread_id
 
 
@@ -315,7 +336,9 @@ def chat_feedback(*, workflow: Workflow, message_uid: str, value: str | None) ->
     if value not in ("up", "down", None):
         raise invalid("value must be 'up', 'down' or null.", {"value": ["Invalid choice."]})
     thread = _thread_for_update(workflow)
-    message = ChatMessage.objects.filter(thread=thread, uid=str(message_uid), role=ChatMessage.Role.ASSISTANT).first()
+    message = ChatMessage.objects.filter(
+        thread=thread, uid=str(message_uid), role=ChatMessage.Role.ASSISTANT
+    ).first()
     if message is None:
         raise not_found("message")
     key = f"feedback:{message.uid}"
@@ -323,9 +346,16 @@ def chat_feedback(*, workflow: Workflow, message_uid: str, value: str | None) ->
         ChatFeedback.objects.filter(thread=thread, message_uid=message.uid).delete()
         ChatNote.objects.filter(thread=thread, key=key, delivered_at__isnull=True).delete()
     else:
-        ChatFeedback.objects.update_or_create(thread=thread, message_uid=message.uid, defaults={"value": value})
+        ChatFeedback.objects.update_or_create(
+            thread=thread, message_uid=message.uid, defaults={"value": value}
+        )
         rating = "good" if value == "up" else "bad"
-        _note_upsert(thread, key=key, kind="feedback", text=_bracketed("feedback", {"rating": rating, "answer": _excerpt(message.text)}))
+        _note_upsert(
+            thread,
+            key=key,
+            kind="feedback",
+            text=_bracketed("feedback", {"rating": rating, "answer": _excerpt(message.text)}),
+        )
     publish_on_commit(chat_group(workflow.pk), "thread.updated", {"workflow_id": workflow.pk, "role": None})
     return {"message_id": message.uid, "feedback": value}
 
@@ -347,7 +377,10 @@ def notes_deliver(*, run_id: str) -> int:
     """Mark a run's claimed notes told (call when the run answered). A note changed after the claim
     stays untold."""
     return ChatNote.objects.filter(
-        claimed_run_id=run_id, delivered_at__isnull=True, claimed_at__isnull=False, updated_at__lte=F("claimed_at")
+        claimed_run_id=run_id,
+        delivered_at__isnull=True,
+        claimed_at__isnull=False,
+        updated_at__lte=F("claimed_at"),
     ).update(delivered_at=timezone.now())
 
 
@@ -397,7 +430,11 @@ def _plan(
         if run is not None:
             restores.update((run.context_cursors or {}).keys())
     return _Plan(
-        left_leaf=left_leaf, left_runs=left_runs, rewinds=rewinds, restores=sorted(restores), restore_leaf=restore_leaf
+        left_leaf=left_leaf,
+        left_runs=left_runs,
+        rewinds=rewinds,
+        restores=sorted(restores),
+        restore_leaf=restore_leaf,
     )
 
 
@@ -405,13 +442,20 @@ def _apply_plan(thread: ChatThread, plan: _Plan, generation: int) -> list[str]:
     """Snapshot, rewind and restore the agents' conversations. Call under the thread lock; raises
     `cannot_rewind` / `branch_unavailable` and the caller's transaction rolls everything back."""
     changed: list[str] = []
-    key_of = {a: ConversationKey(workflow_id=thread.workflow_id, generation=generation, agent_node_id=a) for a in set(plan.rewinds) | set(plan.restores)}
+    key_of = {
+        a: ConversationKey(workflow_id=thread.workflow_id, generation=generation, agent_node_id=a)
+        for a in set(plan.rewinds) | set(plan.restores)
+    }
     for agent in sorted(key_of):  # fixed order: conversation locks are taken agent by agent
         key = key_of[agent]
         if plan.left_leaf and agent in plan.rewinds:
-            conversations.branch_snapshot_keep(key=key, thread_key=thread.snapshot_key, leaf_uid=plan.left_leaf)
+            conversations.branch_snapshot_keep(
+                key=key, thread_key=thread.snapshot_key, leaf_uid=plan.left_leaf
+            )
         if agent in plan.restores:
-            conversations.branch_snapshot_restore(key=key, thread_key=thread.snapshot_key, leaf_uid=plan.restore_leaf)
+            conversations.branch_snapshot_restore(
+                key=key, thread_key=thread.snapshot_key, leaf_uid=plan.restore_leaf
+            )
         else:
             conversations.conversation_rewind(key=key, cursor=plan.rewinds[agent])
         changed.append(agent)
@@ -422,13 +466,17 @@ def _apply_plan(thread: ChatThread, plan: _Plan, generation: int) -> list[str]:
             kind="update",
             text=_bracketed(
                 "update",
-                {"note": "The owner went back to an earlier point of this chat; what was said after it no longer counts."},
+                {
+                    "note": "The owner went back to an earlier point of this chat; what was said after it no longer counts."
+                },
             ),
         )
     return changed
 
 
-def _branch_preconditions(workflow: Workflow, expected_revision: int | None) -> tuple[ChatThread, int, Tree, list[ChatMessage]]:
+def _branch_preconditions(
+    workflow: Workflow, expected_revision: int | None
+) -> tuple[ChatThread, int, Tree, list[ChatMessage]]:
     generation = _require_live(workflow)
     thread = _thread_for_update(workflow)
     _check_revision(thread, expected_revision)
@@ -439,7 +487,9 @@ def _branch_preconditions(workflow: Workflow, expected_revision: int | None) -> 
 
 
 def _message_generation_check(workflow: Workflow, uid: str, generation: int) -> None:
-    other = ChatMessage.objects.filter(thread__workflow=workflow, uid=uid).exclude(generation=generation).exists()
+    other = (
+        ChatMessage.objects.filter(thread__workflow=workflow, uid=uid).exclude(generation=generation).exists()
+    )
     if other:
         raise _err(errors.OLDER_GENERATION, "That message belongs to an earlier generation of this workflow.")
 
@@ -479,7 +529,11 @@ def chat_edit(
     plan = _plan(tree, runs, leaving=leaving, left_leaf=path[-1].uid, generation=generation)
     _apply_plan(thread, plan, generation)
     run = _new_run(
-        thread, generation=generation, kind=ChatRun.Kind.EDIT, user_message_uid="pending", parent_run_id=target.run_id
+        thread,
+        generation=generation,
+        kind=ChatRun.Kind.EDIT,
+        user_message_uid="pending",
+        parent_run_id=target.run_id,
     )
     message = _append_message(
         thread,
@@ -545,7 +599,9 @@ def chat_retry(*, workflow: Workflow, message_uid: str, expected_revision: int |
 
 
 @transaction.atomic
-def chat_switch(*, workflow: Workflow, message_uid: str, expected_revision: int | None = None) -> dict[str, Any]:
+def chat_switch(
+    *, workflow: Workflow, message_uid: str, expected_revision: int | None = None
+) -> dict[str, Any]:
     """Show another version: the path moves to the newest leaf under `message_uid`; the agent's
     conversation is kept under the left branch and restored from the arriving branch's snapshot."""
     thread, generation, tree, path = _branch_preconditions(workflow, expected_revision)
@@ -579,7 +635,9 @@ def chat_switch(*, workflow: Workflow, message_uid: str, expected_revision: int 
     )
     thread.refresh_from_db(fields=["active_leaf_uid", "revision"])
     publish_on_commit(
-        chat_group(workflow.pk), "thread.updated", {"workflow_id": workflow.pk, "revision": thread.revision, "role": None}
+        chat_group(workflow.pk),
+        "thread.updated",
+        {"workflow_id": workflow.pk, "revision": thread.revision, "role": None},
     )
     return {"leaf_id": new_leaf, "revision": thread.revision, "changed": True}
 
@@ -615,13 +673,20 @@ def chat_clear(*, workflow: Workflow) -> dict[str, Any]:
             publish_on_commit(
                 chat_group(workflow.pk),
                 "run.error",
-                {"run_id": run.run_id, "seq": run.last_seq + 1, "workflow_id": workflow.pk, "code": errors.CLEARED, "message": "The chat was cleared."},
+                {
+                    "run_id": run.run_id,
+                    "seq": run.last_seq + 1,
+                    "workflow_id": workflow.pk,
+                    "code": errors.CLEARED,
+                    "message": "The chat was cleared.",
+                },
             )
-            rid = run.run_id
-            transaction.on_commit(lambda rid=rid: publish_now(run_control_group(rid), "run.stop", {"run_id": rid}), robust=True)
+            transaction.on_commit(partial(_publish_stop, run.run_id), robust=True)
         BranchSnapshot.objects.filter(thread_key=thread.snapshot_key).delete()
         thread.delete()
-    publish_on_commit(chat_group(workflow.pk), "thread.updated", {"workflow_id": workflow.pk, "revision": 0, "role": None})
+    publish_on_commit(
+        chat_group(workflow.pk), "thread.updated", {"workflow_id": workflow.pk, "revision": 0, "role": None}
+    )
     return {"cleared": thread is not None, "runs_ended": ended, "conversations_archived": archived}
 
 
@@ -632,7 +697,11 @@ def run_claim(*, run_id: str, claimant: str) -> ChatRun | None:
     """Compare-and-swap `queued → running`; None when someone else has it or it ended."""
     now = timezone.now()
     claimed = ChatRun.objects.filter(run_id=run_id, state=ChatRun.State.QUEUED).update(
-        state=ChatRun.State.RUNNING, claimant=claimant, started_at=now, heartbeat_at=now, last_seq=F("last_seq") + 1
+        state=ChatRun.State.RUNNING,
+        claimant=claimant,
+        started_at=now,
+        heartbeat_at=now,
+        last_seq=F("last_seq") + 1,
     )
     if not claimed:
         return None
@@ -689,17 +758,22 @@ def run_finish(
         return None
     if run.state == ChatRun.State.STOPPING and outcome != ChatRun.State.ERROR:
         outcome = ChatRun.State.STOPPED
-    if run.state == ChatRun.State.STOPPING and outcome == ChatRun.State.ERROR and error_code == errors.INTERRUPTED:
+    if (
+        run.state == ChatRun.State.STOPPING
+        and outcome == ChatRun.State.ERROR
+        and error_code == errors.INTERRUPTED
+    ):
         outcome = ChatRun.State.STOPPED
     thread = ChatThread.objects.select_for_update().get(pk=run.thread_id)
     reply: ChatMessage | None = None
-    status = {
+    status: str = {
         ChatRun.State.FINISHED: ChatMessage.Status.COMPLETE,
         ChatRun.State.STOPPED: ChatMessage.Status.STOPPED,
         ChatRun.State.ERROR: ChatMessage.Status.ERROR,
-    }[outcome]
+    }[ChatRun.State(outcome)]
     if text.strip() or outcome == ChatRun.State.ERROR:
-        question_on_leaf = thread.active_leaf_uid == run.user_message_uid
+        leaf_before = thread.active_leaf_uid
+        question_on_leaf = leaf_before == run.user_message_uid
         reply = _append_message(
             thread,
             role=ChatMessage.Role.ASSISTANT,
@@ -714,7 +788,8 @@ def run_finish(
         )
         if not question_on_leaf:
             # The owner moved elsewhere meanwhile: keep the answer in the tree, not on the shown path.
-            ChatThread.objects.filter(pk=thread.pk).update(active_leaf_uid=thread.active_leaf_uid)
+            ChatThread.objects.filter(pk=thread.pk).update(active_leaf_uid=leaf_before)
+            thread.active_leaf_uid = leaf_before
     seq_now = max(seq, run.last_seq) + 1
     ChatRun.objects.filter(pk=run.pk).update(
         state=outcome,
@@ -736,7 +811,9 @@ def run_finish(
         data.update(code=run.error_code, message=run.error_message)
     _publish_run_event(run, event, data)
     publish_on_commit(
-        chat_group(run.workflow_id), "thread.updated", {"workflow_id": run.workflow_id, "revision": thread.revision, "role": "assistant"}
+        chat_group(run.workflow_id),
+        "thread.updated",
+        {"workflow_id": run.workflow_id, "revision": thread.revision, "role": "assistant"},
     )
     return run
 
@@ -766,15 +843,33 @@ def watchdog_pass(*, now: Any = None) -> dict[str, int]:
     for run in runs_needing_watchdog(now=now):
         try:
             if run.state == ChatRun.State.QUEUED:
-                run_finish(run_id=run.run_id, claimant=None, outcome="error", text="", seq=run.last_seq,
-                           error_code=errors.NOT_DELIVERED, error_message="The agent did not pick up this message.")
+                run_finish(
+                    run_id=run.run_id,
+                    claimant=None,
+                    outcome="error",
+                    text="",
+                    seq=run.last_seq,
+                    error_code=errors.NOT_DELIVERED,
+                    error_message="The agent did not pick up this message.",
+                )
                 counts["not_delivered"] += 1
-            elif run.started_at and (now - run.started_at).total_seconds() > int(settings.OPENCOMPANY_RUN_TIMEOUT_S):
-                run_finish(run_id=run.run_id, claimant=None, outcome="error", text=run.draft_text, seq=run.last_seq,
-                           error_code=errors.TIMED_OUT, error_message="The run took too long and was ended.")
+            elif run.started_at and (now - run.started_at).total_seconds() > int(
+                settings.OPENCOMPANY_RUN_TIMEOUT_S
+            ):
+                run_finish(
+                    run_id=run.run_id,
+                    claimant=None,
+                    outcome="error",
+                    text=run.draft_text,
+                    seq=run.last_seq,
+                    error_code=errors.TIMED_OUT,
+                    error_message="The run took too long and was ended.",
+                )
                 counts["timed_out"] += 1
             elif run.state == ChatRun.State.STOPPING:
-                run_finish(run_id=run.run_id, claimant=None, outcome="stopped", text=run.draft_text, seq=run.last_seq)
+                run_finish(
+                    run_id=run.run_id, claimant=None, outcome="stopped", text=run.draft_text, seq=run.last_seq
+                )
                 counts["stopped"] += 1
             else:
                 _interrupt(run)
@@ -812,8 +907,14 @@ def _interrupt(run: ChatRun) -> None:
         last_seq=F("last_seq") + 1,
     )
     locked.refresh_from_db()
-    _publish_run_event(locked, "run.error", {"code": errors.INTERRUPTED, "message": locked.error_message, "text": locked.draft_text})
-    publish_on_commit(chat_group(locked.workflow_id), "thread.updated", {"workflow_id": locked.workflow_id, "role": None})
+    _publish_run_event(
+        locked,
+        "run.error",
+        {"code": errors.INTERRUPTED, "message": locked.error_message, "text": locked.draft_text},
+    )
+    publish_on_commit(
+        chat_group(locked.workflow_id), "thread.updated", {"workflow_id": locked.workflow_id, "role": None}
+    )
 
 
 def chat_end_run(*, run_id: str) -> ChatRun | None:
@@ -825,11 +926,12 @@ def chat_end_run(*, run_id: str) -> ChatRun | None:
         if run is None:
             return None
         ended = run_finish(
-            run_id=run.run_id, claimant=None, outcome=ChatRun.State.STOPPED, text=run.draft_text, seq=run.last_seq
+            run_id=run.run_id,
+            claimant=None,
+            outcome=ChatRun.State.STOPPED,
+            text=run.draft_text,
+            seq=run.last_seq,
         )
         if ended is not None:
-            rid = ended.run_id
-            transaction.on_commit(
-                lambda: publish_now(run_control_group(rid), "run.stop", {"run_id": rid}), robust=True
-            )
+            transaction.on_commit(partial(_publish_stop, ended.run_id), robust=True)
         return ended
