@@ -12,7 +12,10 @@ from graphs.selectors import latest_deployment
 
 
 def pretty_json(value: Any) -> str:
-    return format_html("<pre style='white-space:pre-wrap;max-width:90ch'>{}</pre>", json.dumps(value, indent=2, sort_keys=True))
+    return format_html(
+        "<pre style='white-space:pre-wrap;max-width:90ch'>{}</pre>",
+        json.dumps(value, indent=2, sort_keys=True),
+    )
 
 
 class DeploymentInline(admin.TabularInline):
@@ -65,7 +68,15 @@ class DeploymentAdmin(admin.ModelAdmin):
     list_filter = ("state",)
     search_fields = ("workflow__id", "workflow__name")
     list_select_related = ("workflow",)
-    readonly_fields = ("workflow", "generation", "state", "started_at", "reset_at", "graph_readable", "report")
+    readonly_fields = (
+        "workflow",
+        "generation",
+        "state",
+        "started_at",
+        "reset_at",
+        "graph_readable",
+        "report",
+    )
     exclude = ("graph", "reset_report")
 
     @admin.display(description="graph snapshot")
@@ -98,19 +109,39 @@ class LegacyArtifactAdmin(admin.ModelAdmin):
 
 @admin.register(ContextArchiveOutbox)
 class ContextArchiveOutboxAdmin(admin.ModelAdmin):
-    list_display = ("id", "workflow_id", "context_node_id", "reason", "state", "attempts", "created_at", "completed_at")
+    list_display = (
+        "id",
+        "workflow_id",
+        "context_node_id",
+        "reason",
+        "state",
+        "attempts",
+        "created_at",
+        "completed_at",
+    )
     list_filter = ("state", "reason")
     search_fields = ("id", "workflow_id", "context_node_id")
     readonly_fields = [
-        "id", "workflow_id", "owner_id", "context_node_id", "reason", "state", "attempts",
-        "last_error", "result", "created_at", "completed_at",
+        "id",
+        "workflow_id",
+        "owner_id",
+        "context_node_id",
+        "reason",
+        "state",
+        "attempts",
+        "last_error",
+        "result",
+        "created_at",
+        "completed_at",
     ]
     actions = ["drain_now"]
 
     @admin.action(description="Drain now (run the archivers for the selected pending rows)")
     def drain_now(self, request: HttpRequest, queryset: QuerySet[ContextArchiveOutbox]) -> None:
         totals = {"completed": 0, "pending": 0}
-        for workflow_id in sorted(set(queryset.filter(state="pending").values_list("workflow_id", flat=True))):
+        for workflow_id in sorted(
+            set(queryset.filter(state="pending").values_list("workflow_id", flat=True))
+        ):
             result = services.outbox_drain(workflow_id=workflow_id)
             totals["completed"] += result["completed"]
             totals["pending"] += result["pending"]

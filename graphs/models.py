@@ -26,7 +26,9 @@ class Workflow(models.Model):
     class Meta:
         ordering = ["-updated_at", "id"]
         indexes = [models.Index(fields=["owner", "-updated_at"], name="workflow_owner_updated")]
-        constraints = [models.CheckConstraint(condition=Q(revision__gte=1), name="workflow_revision_positive")]
+        constraints = [
+            models.CheckConstraint(condition=Q(revision__gte=1), name="workflow_revision_positive")
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.id})"

@@ -39,7 +39,9 @@ class GraphWrite:
     workflow: Workflow
     aliases: dict[str, str] = field(default_factory=dict)
     warnings: list[dict[str, Any]] = field(default_factory=list)
-    validation: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"errors": [], "warnings": []})
+    validation: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: {"errors": [], "warnings": []}
+    )
 
 
 # --- helpers (plain; the entry points own the transactions) ----------------------------------
@@ -153,7 +155,9 @@ def workflow_create(*, owner: Any, name: str, graph: Any = None) -> Workflow:
 
 
 @transaction.atomic
-def workflow_create_report(*, owner: Any, name: str, graph: Any = None, full_validation: bool = False) -> GraphWrite:
+def workflow_create_report(
+    *, owner: Any, name: str, graph: Any = None, full_validation: bool = False
+) -> GraphWrite:
     """As `workflow_create`, returning aliases, warnings and the validation report. With
     `full_validation` (import) any validation error refuses with `validation_failed`."""
     workflow_id = mint_id("wf")
@@ -194,7 +198,11 @@ def workflow_save(
             reason=ContextArchiveOutbox.Reason.CONTEXT_REMOVED,
         )
         _drain_after_commit(locked.pk)
-    fields: dict[str, Any] = {"graph": result.graph, "revision": F("revision") + 1, "updated_at": timezone.now()}
+    fields: dict[str, Any] = {
+        "graph": result.graph,
+        "revision": F("revision") + 1,
+        "updated_at": timezone.now(),
+    }
     if name is not None:
         fields["name"] = name
     Workflow.objects.filter(pk=locked.pk).update(**fields)
@@ -207,7 +215,9 @@ def workflow_save(
 def workflow_get(*, workflow: Workflow) -> GraphWrite:
     """Drain pending archives of this workflow first (retrying failed ones), then return the
     normalized stored graph and its validation report."""
-    if ContextArchiveOutbox.objects.filter(workflow_id=workflow.pk, state=ContextArchiveOutbox.State.PENDING).exists():
+    if ContextArchiveOutbox.objects.filter(
+        workflow_id=workflow.pk, state=ContextArchiveOutbox.State.PENDING
+    ).exists():
         _safe_drain(workflow.pk)
     workflow.refresh_from_db()
     result = graph_normalize(workflow_id=workflow.pk, graph=workflow.graph or EMPTY_GRAPH)
@@ -266,7 +276,11 @@ def workflow_deploy(*, workflow: Workflow, actor: Any = None) -> Deployment:
         live.refresh_from_db()
         deployment = live
     else:
-        last = Deployment.objects.filter(workflow=locked).order_by("-generation").values_list("generation", flat=True)
+        last = (
+            Deployment.objects.filter(workflow=locked)
+            .order_by("-generation")
+            .values_list("generation", flat=True)
+        )
         generation = (last.first() or 0) + 1
         deployment = Deployment.objects.create(workflow=locked, generation=generation, graph=snapshot)
     if result.graph != locked.graph:
@@ -285,7 +299,9 @@ def workflow_reset(*, workflow: Workflow, actor: Any = None) -> dict[str, Any]:
     `reset_policy`, chat) inside this transaction and record what each did. Idempotent when nothing
     is live."""
     Workflow.objects.select_for_update().get(pk=workflow.pk)
-    live = Deployment.objects.select_for_update().filter(workflow=workflow, state=Deployment.State.LIVE).first()
+    live = (
+        Deployment.objects.select_for_update().filter(workflow=workflow, state=Deployment.State.LIVE).first()
+    )
     if live is None:
         last = Deployment.objects.filter(workflow=workflow).order_by("-generation").first()
         return {
@@ -309,7 +325,12 @@ def workflow_reset(*, workflow: Workflow, actor: Any = None) -> dict[str, Any]:
         "workflow.reset",
         {"workflow_id": workflow.pk, "generation": live.generation},
     )
-    return {"generation": live.generation, "state": Deployment.State.RESET, "idempotent": False, "hooks": outcomes}
+    return {
+        "generation": live.generation,
+        "state": Deployment.State.RESET,
+        "idempotent": False,
+        "hooks": outcomes,
+    }
 
 
 @transaction.atomic
@@ -334,7 +355,11 @@ def workflow_add_subagent(
         )
     x = float(lead.get("position", {}).get("x", 0))
     y = float(lead.get("position", {}).get("y", 0))
-    teammates = sum(1 for e in graph.get("edges", []) if e.get("target") == agent_node_id and e.get("targetHandle") == "input-teammates")
+    teammates = sum(
+        1
+        for e in graph.get("edges", [])
+        if e.get("target") == agent_node_id and e.get("targetHandle") == "input-teammates"
+    )
     new_id, ctx_id = f"__new__:{type}", "__new__:context"
     agent_node = {
         "id": new_id,
@@ -353,13 +378,27 @@ def workflow_add_subagent(
         "nodes": [*graph.get("nodes", []), agent_node, context_node],
         "edges": [
             *graph.get("edges", []),
-            {"id": f"ctx-{new_id}", "source": ctx_id, "sourceHandle": "output-context", "target": new_id, "targetHandle": "input-context"},
-            {"id": f"team-{new_id}", "source": new_id, "sourceHandle": "output-main", "target": agent_node_id, "targetHandle": "input-teammates"},
+            {
+                "id": f"ctx-{new_id}",
+                "source": ctx_id,
+                "sourceHandle": "output-context",
+                "target": new_id,
+                "targetHandle": "input-context",
+            },
+            {
+                "id": f"team-{new_id}",
+                "source": new_id,
+                "sourceHandle": "output-main",
+                "target": agent_node_id,
+                "targetHandle": "input-teammates",
+            },
         ],
     }
     result = graph_normalize(workflow_id=locked.pk, graph=new_graph)
     _refuse_topology(result)
-    Workflow.objects.filter(pk=locked.pk).update(graph=result.graph, revision=F("revision") + 1, updated_at=timezone.now())
+    Workflow.objects.filter(pk=locked.pk).update(
+        graph=result.graph, revision=F("revision") + 1, updated_at=timezone.now()
+    )
     locked.refresh_from_db()
     _publish_workflow(locked, "saved")
     return {

@@ -1,10 +1,10 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from opencompany.core import views as core_views
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("auth/token", core_views.AuthTokenView.as_view(), name="auth-token"),
     path("", include("graphs.api.urls")),
     path("", include("conversations.api.urls")),

@@ -55,7 +55,8 @@ def process_env(**extra: Any) -> dict[str, str]:
     env.setdefault("OPENCOMPANY_OFFLINE_PACING_MS", str(settings.OPENCOMPANY_OFFLINE_PACING_MS))
     if settings.REDIS_URL:
         env["REDIS_URL"] = settings.REDIS_URL
-        env["REDIS_PREFIX"] = str(settings.CHANNEL_LAYERS["default"]["CONFIG"].get("prefix", "oc"))
+        layer: dict[str, Any] = settings.CHANNEL_LAYERS["default"]
+        env["REDIS_PREFIX"] = str(layer.get("CONFIG", {}).get("prefix", "oc"))
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

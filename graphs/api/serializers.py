@@ -38,7 +38,7 @@ class ImportInput(serializers.Serializer):
 
 class SubagentInput(serializers.Serializer):
     type = serializers.CharField(max_length=64, required=False, default="aiAgent")
-    label = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    label = serializers.CharField(max_length=200, required=False, allow_blank=True)  # type: ignore[assignment]
 
 
 class IssueSerializer(serializers.Serializer):
@@ -48,7 +48,8 @@ class IssueSerializer(serializers.Serializer):
 
 
 class ValidationReportSerializer(serializers.Serializer):
-    errors = IssueSerializer(many=True)
+    # The field names are the API's; they shadow Serializer attributes only in the type stubs.
+    errors = IssueSerializer(many=True)  # type: ignore[assignment]
     warnings = IssueSerializer(many=True)
 
 

@@ -84,7 +84,9 @@ class WorkflowListView(APIView):
             )
         return Response({"results": [_summary(w) for w in page], "next": nxt})
 
-    @extend_schema(request=s.WorkflowCreateInput, responses={201: s.WorkflowSerializer}, summary="Create a workflow")
+    @extend_schema(
+        request=s.WorkflowCreateInput, responses={201: s.WorkflowSerializer}, summary="Create a workflow"
+    )
     def post(self, request: Request) -> Response:
         data = s.WorkflowCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -100,7 +102,9 @@ class WorkflowDetailView(APIView):
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         return Response(render_workflow(services.workflow_get(workflow=workflow)))
 
-    @extend_schema(request=s.WorkflowSaveInput, responses=s.WorkflowSerializer, summary="Save a workflow's graph")
+    @extend_schema(
+        request=s.WorkflowSaveInput, responses=s.WorkflowSerializer, summary="Save a workflow's graph"
+    )
     def put(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         data = s.WorkflowSaveInput(data=request.data)
@@ -121,7 +125,9 @@ class WorkflowDetailView(APIView):
 
 
 class WorkflowValidateView(APIView):
-    @extend_schema(request=s.ValidateInput, responses=s.ValidationReportSerializer, summary="Validate a graph")
+    @extend_schema(
+        request=s.ValidateInput, responses=s.ValidationReportSerializer, summary="Validate a graph"
+    )
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         data = s.ValidateInput(data=request.data)
@@ -173,7 +179,9 @@ class WorkflowExportView(APIView):
 
 
 class SubagentView(APIView):
-    @extend_schema(request=s.SubagentInput, responses={201: s.SubagentOutput}, summary="Add a subagent with its Context")
+    @extend_schema(
+        request=s.SubagentInput, responses={201: s.SubagentOutput}, summary="Add a subagent with its Context"
+    )
     def post(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         data = s.SubagentInput(data=request.data)

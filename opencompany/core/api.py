@@ -39,7 +39,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(exc.as_dict(), status=exc.status)
     if isinstance(exc, RequestDataTooBig):
         return Response(
-            error_body(errors.TOO_LARGE, "The request body is too large."), status=http.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+            error_body(errors.TOO_LARGE, "The request body is too large."),
+            status=http.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     if isinstance(exc, Http404 | drf_exceptions.NotFound):
         return Response(error_body(errors.NOT_FOUND, "Not found."), status=http.HTTP_404_NOT_FOUND)
@@ -64,7 +65,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             error_body(errors.INVALID_REQUEST, str(exc.detail)), status=http.HTTP_415_UNSUPPORTED_MEDIA_TYPE
         )
     if isinstance(exc, drf_exceptions.Throttled):
-        wait = exc.wait
+        wait = getattr(exc, "wait", None)
         response = Response(
             error_body(errors.THROTTLED, "Too many requests; slow down.", {"retry_after_s": wait}),
             status=http.HTTP_429_TOO_MANY_REQUESTS,
@@ -73,11 +74,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             response["Retry-After"] = str(int(wait) + 1)
         return response
     if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
-        response = drf_default_handler(exc, context)
-        status = response.status_code if response is not None else 401
+        default = drf_default_handler(exc, context)
+        status = default.status_code if default is not None else 401
         out = Response(error_body(errors.NOT_AUTHENTICATED, str(exc.detail)), status=status)
-        if response is not None and "WWW-Authenticate" in response:
-            out["WWW-Authenticate"] = response["WWW-Authenticate"]
+        if default is not None and "WWW-Authenticate" in default:
+            out["WWW-Authenticate"] = default["WWW-Authenticate"]
         return out
     if isinstance(exc, drf_exceptions.PermissionDenied):
         return Response(error_body(errors.PERMISSION_DENIED, str(exc.detail)), status=http.HTTP_403_FORBIDDEN)

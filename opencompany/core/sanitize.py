@@ -75,7 +75,14 @@ BLOCKED_EXACT = frozenset(
         "sessionid",
     }
 )
-BLOCKED_SUFFIXES = ("providerstate", "replaypayload", "journalpayload", "bindingpayload", "token", "signature")
+BLOCKED_SUFFIXES = (
+    "providerstate",
+    "replaypayload",
+    "journalpayload",
+    "bindingpayload",
+    "token",
+    "signature",
+)
 BLOCKED_SUBSTRINGS = (
     "apikey",
     "secret",

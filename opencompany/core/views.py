@@ -56,6 +56,7 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
 def server_error(request: HttpRequest) -> HttpResponse:
     if request.path.startswith("/api/"):
         return JsonResponse(
-            {"code": "internal_error", "message": "Something went wrong on our side.", "extra": {}}, status=500
+            {"code": "internal_error", "message": "Something went wrong on our side.", "extra": {}},
+            status=500,
         )
     return HttpResponse("Server error.", status=500, content_type="text/plain")

@@ -15,10 +15,29 @@ from opencompany.core.sanitize import blocked_keys_in, is_blocked_key, sanitize_
 @pytest.mark.parametrize(
     "key",
     [
-        "api_key", "apiKey", "API-KEY", "openai_api_key", "accessToken", "refresh_token", "token", "authToken",
-        "client_secret", "password", "private_key", "memory_content", "memoryContent", "last_session_id",
-        "thoughtSignature", "signature", "encrypted_content", "provider_bindings", "raw_transcript", "Authorization",
-        "credentials", "github_token", "session_token",
+        "api_key",
+        "apiKey",
+        "API-KEY",
+        "openai_api_key",
+        "accessToken",
+        "refresh_token",
+        "token",
+        "authToken",
+        "client_secret",
+        "password",
+        "private_key",
+        "memory_content",
+        "memoryContent",
+        "last_session_id",
+        "thoughtSignature",
+        "signature",
+        "encrypted_content",
+        "provider_bindings",
+        "raw_transcript",
+        "Authorization",
+        "credentials",
+        "github_token",
+        "session_token",
     ],
 )
 def test_blocked_keys(key):
@@ -27,8 +46,21 @@ def test_blocked_keys(key):
 
 @pytest.mark.parametrize(
     "key",
-    ["max_tokens", "maxTokens", "max_output_tokens", "input_tokens", "output_tokens", "total_tokens", "label",
-     "reset_policy", "system_prompt", "model", "temperature", "context_window", "next_page_token"],
+    [
+        "max_tokens",
+        "maxTokens",
+        "max_output_tokens",
+        "input_tokens",
+        "output_tokens",
+        "total_tokens",
+        "label",
+        "reset_policy",
+        "system_prompt",
+        "model",
+        "temperature",
+        "context_window",
+        "next_page_token",
+    ],
 )
 def test_safe_keys(key):
     assert is_blocked_key(key) is False
@@ -77,9 +109,13 @@ def test_publish_on_commit_waits_for_commit_and_skips_on_rollback(events):
         assert events_mod.drain() == []
     assert events.drain() == [{"type": "x.updated", "data": {"id": 1}}]
 
-    with pytest.raises(RuntimeError), transaction.atomic():
-        publish_on_commit("owner.1", "x.updated", {"id": 2})
-        raise RuntimeError("roll back")
+    def rolled_back() -> None:
+        with transaction.atomic():
+            publish_on_commit("owner.1", "x.updated", {"id": 2})
+            raise RuntimeError("roll back")
+
+    with pytest.raises(RuntimeError):
+        rolled_back()
     assert events.drain() == []
 
 

@@ -17,7 +17,9 @@ pytestmark = pytest.mark.django_db
 
 
 def test_token_then_list_workflows(owner, workflow, anon_client):
-    token = anon_client.post("/api/v1/auth/token", {"username": "owner", "password": "owner-pass-123"}, format="json")
+    token = anon_client.post(
+        "/api/v1/auth/token", {"username": "owner", "password": "owner-pass-123"}, format="json"
+    )
     assert token.status_code == 200
     anon_client.credentials(HTTP_AUTHORIZATION=f"Token {token.json()['token']}")
 
@@ -32,7 +34,9 @@ def test_token_then_list_workflows(owner, workflow, anon_client):
 
 
 def test_wrong_password_is_401_with_a_code(owner, anon_client):
-    response = anon_client.post("/api/v1/auth/token", {"username": "owner", "password": "nope"}, format="json")
+    response = anon_client.post(
+        "/api/v1/auth/token", {"username": "owner", "password": "nope"}, format="json"
+    )
 
     assert response.status_code == 401
     assert response.json()["code"] == "invalid_credentials"
@@ -71,7 +75,9 @@ def test_create_get_save_roundtrip(api_client):
     assert wf["context_archives_pending"] == 0
 
     saved = api_client.put(
-        f"/api/v1/workflows/{wf['id']}", {"name": "B", "graph": wf["graph"], "expected_revision": 1}, format="json"
+        f"/api/v1/workflows/{wf['id']}",
+        {"name": "B", "graph": wf["graph"], "expected_revision": 1},
+        format="json",
     )
     assert saved.status_code == 200
     assert (saved.json()["name"], saved.json()["revision"], saved.json()["aliases"]) == ("B", 2, {})
@@ -92,11 +98,19 @@ def test_save_with_two_contexts_on_one_agent_is_400_and_changes_nothing(api_clie
     agent = node_id(workflow, "aiAgent")
     graph["nodes"].append({"id": "extra-ctx", "type": "context", "position": {"x": 0, "y": 0}, "data": {}})
     graph["edges"].append(
-        {"id": "x", "source": "extra-ctx", "sourceHandle": "output-context", "target": agent, "targetHandle": "input-context"}
+        {
+            "id": "x",
+            "source": "extra-ctx",
+            "sourceHandle": "output-context",
+            "target": agent,
+            "targetHandle": "input-context",
+        }
     )
 
     response = api_client.put(
-        f"/api/v1/workflows/{workflow.pk}", {"graph": graph, "expected_revision": workflow.revision}, format="json"
+        f"/api/v1/workflows/{workflow.pk}",
+        {"graph": graph, "expected_revision": workflow.revision},
+        format="json",
     )
 
     assert response.status_code == 400
@@ -155,7 +169,9 @@ def test_subagent_endpoint(api_client, owner):
     )
     lead = node_id(wf, "teamLead")
 
-    response = api_client.post(f"/api/v1/workflows/{wf.pk}/agents/{lead}/subagents", {"label": "R"}, format="json")
+    response = api_client.post(
+        f"/api/v1/workflows/{wf.pk}/agents/{lead}/subagents", {"label": "R"}, format="json"
+    )
 
     assert response.status_code == 201
     assert response.json()["context_node_id"] == node_id(wf, "context")
@@ -203,7 +219,11 @@ def test_a_missing_id_answers_exactly_like_a_foreign_one(workflow, api_client, o
 
 
 def test_unauthenticated_is_refused_everywhere(workflow, anon_client):
-    urls = [("get", "/api/v1/workflows", None), ("post", "/api/v1/workflows", {"name": "x"}), ("get", "/api/v1/node-specs", None)]
+    urls = [
+        ("get", "/api/v1/workflows", None),
+        ("post", "/api/v1/workflows", {"name": "x"}),
+        ("get", "/api/v1/node-specs", None),
+    ]
     urls += _graph_endpoints(workflow)
     urls.append(("post", "/api/v1/workflows/import", {"name": "x", "graph": demo_graph()}))
     for method, url, body in urls:
@@ -224,7 +244,9 @@ def test_malformed_json_is_invalid_request(api_client):
 
 def test_wrong_types_name_the_field(api_client, workflow):
     response = api_client.put(
-        f"/api/v1/workflows/{workflow.pk}", {"graph": {"nodes": "x", "edges": []}, "expected_revision": "one"}, format="json"
+        f"/api/v1/workflows/{workflow.pk}",
+        {"graph": {"nodes": "x", "edges": []}, "expected_revision": "one"},
+        format="json",
     )
 
     assert response.status_code == 400
@@ -237,11 +259,15 @@ def test_unknown_node_type_is_reported_by_validate_and_refused_by_deploy(api_cli
     graph = copy.deepcopy(workflow.graph)
     graph["nodes"].append({"id": "weird", "type": "noSuchType", "position": {"x": 1, "y": 1}, "data": {}})
     saved = api_client.put(
-        f"/api/v1/workflows/{workflow.pk}", {"graph": graph, "expected_revision": workflow.revision}, format="json"
+        f"/api/v1/workflows/{workflow.pk}",
+        {"graph": graph, "expected_revision": workflow.revision},
+        format="json",
     )
     assert saved.status_code == 200
     weird = saved.json()["aliases"]["weird"]
-    assert [(e["code"], e["node_id"]) for e in saved.json()["validation"]["errors"]] == [("unknown_node_type", weird)]
+    assert [(e["code"], e["node_id"]) for e in saved.json()["validation"]["errors"]] == [
+        ("unknown_node_type", weird)
+    ]
 
     deploy = api_client.post(f"/api/v1/workflows/{workflow.pk}/deploy")
 
@@ -264,7 +290,9 @@ def test_oversized_graph_is_graph_too_large(api_client, settings):
 def test_default_graph_limits_are_5000_nodes_and_20000_edges(api_client):
     nodes = [{"id": f"n{i}", "type": "context", "data": {}} for i in range(5_001)]
 
-    response = api_client.post("/api/v1/workflows", {"name": "big", "graph": {"nodes": nodes, "edges": []}}, format="json")
+    response = api_client.post(
+        "/api/v1/workflows", {"name": "big", "graph": {"nodes": nodes, "edges": []}}, format="json"
+    )
 
     assert response.status_code == 400
     assert response.json()["extra"]["max_nodes"] == 5_000
@@ -329,17 +357,32 @@ def test_export_and_deploy_snapshot_hold_no_blocked_key_and_keep_max_tokens(owne
     assert agent["data"]["parameters"]["max_output_tokens"] == 512
     assert "sk-live-123" not in json.dumps(export)
 
-    Workflow.objects.filter(pk=wf.pk).update(graph=services.graph_normalize(workflow_id=wf.pk, graph=demo_graph()).graph)
+    Workflow.objects.filter(pk=wf.pk).update(
+        graph=services.graph_normalize(workflow_id=wf.pk, graph=demo_graph()).graph
+    )
     wf.refresh_from_db()
     graph = copy.deepcopy(wf.graph)
     for node in graph["nodes"]:
         if node["type"] == "aiAgent":
             node["data"]["parameters"]["max_output_tokens"] = 256
     services.workflow_save(workflow=wf, graph=graph, expected_revision=wf.revision)
-    Workflow.objects.filter(pk=wf.pk).update(graph=_secret_graph() | {"nodes": [
-        n if n["type"] != "aiAgent" else {**n, "data": {**n["data"], "parameters": {**n["data"]["parameters"], "max_output_tokens": 256}}}
-        for n in _secret_graph()["nodes"]
-    ]})
+    Workflow.objects.filter(pk=wf.pk).update(
+        graph=_secret_graph()
+        | {
+            "nodes": [
+                n
+                if n["type"] != "aiAgent"
+                else {
+                    **n,
+                    "data": {
+                        **n["data"],
+                        "parameters": {**n["data"]["parameters"], "max_output_tokens": 256},
+                    },
+                }
+                for n in _secret_graph()["nodes"]
+            ]
+        }
+    )
     wf.refresh_from_db()
     deployment = services.workflow_deploy(workflow=wf)
     assert blocked_keys_in(deployment.graph) == []
@@ -355,7 +398,9 @@ def test_saved_graph_response_strips_secrets(api_client, workflow):
             node["data"]["token"] = "t"
 
     response = api_client.put(
-        f"/api/v1/workflows/{workflow.pk}", {"graph": graph, "expected_revision": workflow.revision}, format="json"
+        f"/api/v1/workflows/{workflow.pk}",
+        {"graph": graph, "expected_revision": workflow.revision},
+        format="json",
     )
 
     assert response.status_code == 200

@@ -72,7 +72,9 @@ def test_removing_a_context_writes_one_outbox_row_and_the_drain_completes_it(own
     workflow = make_workflow(owner, deploy=False)
     ctx = node_id(workflow, "context")
 
-    services.workflow_save(workflow=workflow, graph=_without_context(workflow.graph, ctx), expected_revision=1)
+    services.workflow_save(
+        workflow=workflow, graph=_without_context(workflow.graph, ctx), expected_revision=1
+    )
 
     row = ContextArchiveOutbox.objects.get()
     assert (row.workflow_id, row.context_node_id, row.reason) == (workflow.pk, ctx, "context_removed")
@@ -81,7 +83,12 @@ def test_removing_a_context_writes_one_outbox_row_and_the_drain_completes_it(own
     row.refresh_from_db()
     assert row.state == "done"
     assert archiver_calls == [
-        {"workflow_id": workflow.pk, "owner_id": owner.pk, "context_node_id": ctx, "reason": "context_removed"}
+        {
+            "workflow_id": workflow.pk,
+            "owner_id": owner.pk,
+            "context_node_id": ctx,
+            "reason": "context_removed",
+        }
     ]
 
 
@@ -90,7 +97,9 @@ def test_removing_a_context_drains_after_commit(owner, archiver_calls, django_ca
     ctx = node_id(workflow, "context")
 
     with django_capture_on_commit_callbacks(execute=True):
-        services.workflow_save(workflow=workflow, graph=_without_context(workflow.graph, ctx), expected_revision=1)
+        services.workflow_save(
+            workflow=workflow, graph=_without_context(workflow.graph, ctx), expected_revision=1
+        )
 
     assert ContextArchiveOutbox.objects.get().state == "done"
     assert len(archiver_calls) == 1
@@ -106,8 +115,20 @@ def test_refused_save_writes_no_outbox_row_and_keeps_graph(owner):
         {"id": "c2", "type": "context", "position": {"x": 0, "y": 0}, "data": {}},
     ]
     graph["edges"] += [
-        {"id": "x1", "source": "c1", "sourceHandle": "output-context", "target": agent, "targetHandle": "input-context"},
-        {"id": "x2", "source": "c2", "sourceHandle": "output-context", "target": agent, "targetHandle": "input-context"},
+        {
+            "id": "x1",
+            "source": "c1",
+            "sourceHandle": "output-context",
+            "target": agent,
+            "targetHandle": "input-context",
+        },
+        {
+            "id": "x2",
+            "source": "c2",
+            "sourceHandle": "output-context",
+            "target": agent,
+            "targetHandle": "input-context",
+        },
     ]
     before = copy.deepcopy(workflow.graph)
 
@@ -147,7 +168,9 @@ def test_archiver_that_raises_leaves_the_row_pending_and_the_next_get_retries(ow
         return {"archived": 1}
 
     register_context_archiver("test-flaky", flaky)
-    services.workflow_save(workflow=workflow, graph=_without_context(workflow.graph, ctx), expected_revision=1)
+    services.workflow_save(
+        workflow=workflow, graph=_without_context(workflow.graph, ctx), expected_revision=1
+    )
 
     assert services.outbox_drain(workflow_id=workflow.pk) == {"completed": 0, "pending": 1}
     row = ContextArchiveOutbox.objects.get()
@@ -165,7 +188,13 @@ def test_deleting_a_workflow_enqueues_one_row_per_context_atomically(owner, arch
     graph["nodes"].append({"id": "agent2", "type": "aiAgent", "position": {"x": 0, "y": 0}, "data": {}})
     graph["nodes"].append({"id": "ctx2", "type": "context", "position": {"x": 0, "y": 0}, "data": {}})
     graph["edges"].append(
-        {"id": "e9", "source": "ctx2", "sourceHandle": "output-context", "target": "agent2", "targetHandle": "input-context"}
+        {
+            "id": "e9",
+            "source": "ctx2",
+            "sourceHandle": "output-context",
+            "target": "agent2",
+            "targetHandle": "input-context",
+        }
     )
     workflow = make_workflow(owner, graph=graph, deploy=False)
 
@@ -206,8 +235,20 @@ def test_legacy_rewrite_into_two_agents(owner):
             {"id": "second", "type": "aiAgent", "position": {"x": 800, "y": 0}, "data": {}},
         ],
         "edges": [
-            {"id": "l1", "source": "memory", "target": "first", "sourceHandle": "output-memory", "targetHandle": "input-memory"},
-            {"id": "l2", "source": "memory", "target": "second", "sourceHandle": "output-memory", "targetHandle": "input-memory"},
+            {
+                "id": "l1",
+                "source": "memory",
+                "target": "first",
+                "sourceHandle": "output-memory",
+                "targetHandle": "input-memory",
+            },
+            {
+                "id": "l2",
+                "source": "memory",
+                "target": "second",
+                "sourceHandle": "output-memory",
+                "targetHandle": "input-memory",
+            },
         ],
     }
 
@@ -229,7 +270,8 @@ def test_legacy_rewrite_into_two_agents(owner):
     ]
     assert [w["code"] for w in write.warnings] == ["legacy_memory_migrated", "legacy_memory_migrated"]
     assert all("vector" in w["message"] for w in write.warnings)
-    assert "memory_content" not in str(wf.graph) and "uuid-1" not in str(wf.graph)
+    assert "memory_content" not in str(wf.graph)
+    assert "uuid-1" not in str(wf.graph)
     from memory.models import MemoryItem  # the memory app owns items; none may appear
 
     assert MemoryItem.objects.exists() is False
@@ -248,7 +290,9 @@ def test_deploy_admits_generations_and_reset_closes_them(owner):
     assert (outcome["generation"], outcome["state"], outcome["idempotent"]) == (1, "reset", False)
     assert repeat["idempotent"] is True
     assert (second.generation, second.state) == (2, "live")
-    assert list(Deployment.objects.filter(workflow=workflow).order_by("generation").values_list("state", flat=True)) == [
+    assert list(
+        Deployment.objects.filter(workflow=workflow).order_by("generation").values_list("state", flat=True)
+    ) == [
         "reset",
         "live",
     ]
@@ -256,7 +300,15 @@ def test_deploy_admits_generations_and_reset_closes_them(owner):
 
 def test_deploy_refuses_any_validation_error(owner):
     graph = demo_graph()
-    graph["edges"].append({"id": "bad", "source": "agent", "target": "ghost", "sourceHandle": "output-main", "targetHandle": "input-main"})
+    graph["edges"].append(
+        {
+            "id": "bad",
+            "source": "agent",
+            "target": "ghost",
+            "sourceHandle": "output-main",
+            "targetHandle": "input-main",
+        }
+    )
     workflow = services.workflow_create(owner=owner, name="W", graph=graph)
 
     with pytest.raises(ApplicationError) as err:

@@ -149,13 +149,13 @@ class FakeMemory:
             found = [i for i in self.items.values() if all(w in i["content"].lower() for w in words)]
             return {"results": found, "next_cursor": None}
         if op == "forget":
-            item = self.items.get(arguments.get("memory_id", ""))
-            if item is None:
+            found_item = self.items.get(arguments.get("memory_id", ""))
+            if found_item is None:
                 return tool_error("not_found", "No such memory.")
-            if item["version"] != arguments.get("expected_version"):
+            if found_item["version"] != arguments.get("expected_version"):
                 return tool_error("version_conflict", "The memory changed.")
-            del self.items[item["memory_id"]]
-            return {"forgotten": item["memory_id"]}
+            del self.items[found_item["memory_id"]]
+            return {"forgotten": found_item["memory_id"]}
         return tool_error("invalid_operation", op)
 
     def spec(self) -> ToolSpec:

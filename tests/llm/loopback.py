@@ -90,6 +90,7 @@ class LoopbackServer:
     @property
     def base_url(self) -> str:
         host, port = self.httpd.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host
         return f"http://{host}:{port}"
 
     def start(self) -> LoopbackServer:

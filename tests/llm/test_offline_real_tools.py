@@ -41,7 +41,7 @@ class ListSink:
 
 def _run(workflow: Any, run_id: str, text: str) -> tuple[str, ListSink]:
     provider = get_provider(ModelSettings(), config=ProviderConfig(offline_delay_ms=0))
-    tools = [get_tool("memory"), get_tool("notes")]
+    tools = [t for t in (get_tool("memory"), get_tool("notes")) if t is not None]
     context = ToolContext(
         run_id=run_id,
         workflow_id=workflow.pk,

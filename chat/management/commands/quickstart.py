@@ -38,7 +38,12 @@ def demo_graph() -> dict[str, Any]:
                     },
                 },
             },
-            {"id": "context", "type": "context", "position": {"x": -40, "y": 0}, "data": {"label": "Context"}},
+            {
+                "id": "context",
+                "type": "context",
+                "position": {"x": -40, "y": 0},
+                "data": {"label": "Context"},
+            },
             {
                 "id": "memory",
                 "type": "simpleMemory",
@@ -47,9 +52,27 @@ def demo_graph() -> dict[str, Any]:
             },
         ],
         "edges": [
-            {"id": "e-main", "source": "trigger", "sourceHandle": "output-main", "target": "agent", "targetHandle": "input-main"},
-            {"id": "e-ctx", "source": "context", "sourceHandle": "output-context", "target": "agent", "targetHandle": "input-context"},
-            {"id": "e-mem", "source": "memory", "sourceHandle": "output-tool", "target": "agent", "targetHandle": "input-tools"},
+            {
+                "id": "e-main",
+                "source": "trigger",
+                "sourceHandle": "output-main",
+                "target": "agent",
+                "targetHandle": "input-main",
+            },
+            {
+                "id": "e-ctx",
+                "source": "context",
+                "sourceHandle": "output-context",
+                "target": "agent",
+                "targetHandle": "input-context",
+            },
+            {
+                "id": "e-mem",
+                "source": "memory",
+                "sourceHandle": "output-tool",
+                "target": "agent",
+                "targetHandle": "input-tools",
+            },
         ],
     }
 
@@ -69,7 +92,9 @@ class Command(BaseCommand):
             user = User.objects.filter(username=DEMO_USERNAME).first()
             if user is None:
                 password = secrets.token_urlsafe(12)
-                user = User.objects.create_user(username=DEMO_USERNAME, password=password, is_staff=True, is_superuser=True)
+                user = User.objects.create_user(
+                    username=DEMO_USERNAME, password=password, is_staff=True, is_superuser=True
+                )
         workflow = Workflow.objects.filter(owner=user, name=DEMO_WORKFLOW).first()
         if workflow is None:
             workflow = graph_services.workflow_create(owner=user, name=DEMO_WORKFLOW, graph=demo_graph())
@@ -78,11 +103,17 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS("OpenCompany Context & Memory is ready."))
         if password:
             self.stdout.write(f"  demo owner: {DEMO_USERNAME}")
-            self.stdout.write(f"  password:   {password}   (shown once; change it with `manage.py changepassword demo`)")
+            self.stdout.write(
+                f"  password:   {password}   (shown once; change it with `manage.py changepassword demo`)"
+            )
         else:
-            self.stdout.write(f"  demo owner: {DEMO_USERNAME} (exists; its password was printed on first run)")
+            self.stdout.write(
+                f"  demo owner: {DEMO_USERNAME} (exists; its password was printed on first run)"
+            )
         self.stdout.write(f"  workflow:   {workflow.pk}")
-        self.stdout.write(f"  open:       http://{addr}/   admin: http://{addr}/admin/   API docs: http://{addr}/api/docs/")
+        self.stdout.write(
+            f"  open:       http://{addr}/   admin: http://{addr}/admin/   API docs: http://{addr}/api/docs/"
+        )
         if options["no_serve"]:
             return
         self._start_background_services()
