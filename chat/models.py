@@ -62,7 +62,9 @@ class ChatMessage(models.Model):
                 condition=~Q(client_message_id=""),
                 name="chat_message_unique_client_id",
             ),
-            models.CheckConstraint(condition=Q(role__in=["user", "assistant"]), name="chat_message_role_valid"),
+            models.CheckConstraint(
+                condition=Q(role__in=["user", "assistant"]), name="chat_message_role_valid"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -157,7 +159,9 @@ class ChatFeedback(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["thread", "message_uid"], name="chat_feedback_unique_message")]
+        constraints = [
+            models.UniqueConstraint(fields=["thread", "message_uid"], name="chat_feedback_unique_message")
+        ]
 
     def __str__(self) -> str:
         return f"{self.message_uid}: {self.value}"

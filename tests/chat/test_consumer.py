@@ -29,14 +29,21 @@ async def _open(workflow, owner):
 async def test_connect_sends_the_thread(workflow, owner):
     communicator, thread = await _open(workflow, owner)
 
-    assert (thread["workflow_id"], thread["generation"], thread["path"], thread["revision"]) == (workflow.pk, 1, [], 0)
+    assert (thread["workflow_id"], thread["generation"], thread["path"], thread["revision"]) == (
+        workflow.pk,
+        1,
+        [],
+        0,
+    )
     await communicator.disconnect()
 
 
 async def test_send_streams_and_finishes(workflow, owner):
     communicator, _ = await _open(workflow, owner)
 
-    await communicator.send_to(text_data=json.dumps({"type": "send", "request_id": "r1", "text": "Hello agent"}))
+    await communicator.send_to(
+        text_data=json.dumps({"type": "send", "request_id": "r1", "text": "Hello agent"})
+    )
     frames = await frames_until(communicator, lambda f: f["type"] == "run.finished")
 
     ack = next(f for f in frames if f["type"] == "ack")
@@ -115,7 +122,7 @@ async def test_rate_limit_answers_rate_limited(workflow, owner, settings):
 
 
 async def test_another_owner_is_closed_with_4404(workflow, other_owner):
-    communicator, connected, _ = await connect(workflow.pk, other_owner)
+    communicator, _, _ = await connect(workflow.pk, other_owner)
 
     output = await communicator.receive_output(timeout=5)
 
@@ -140,7 +147,9 @@ async def test_foreign_origin_is_refused(workflow, owner):
     from opencompany.asgi import application
 
     communicator = WebsocketCommunicator(
-        application, f"/ws/chat/{workflow.pk}/", headers=[(b"origin", b"http://evil.example"), (b"host", b"127.0.0.1")]
+        application,
+        f"/ws/chat/{workflow.pk}/",
+        headers=[(b"origin", b"http://evil.example"), (b"host", b"127.0.0.1")],
     )
     connected, _ = await communicator.connect()
 
@@ -153,7 +162,9 @@ async def test_resume_answers_a_snapshot(workflow, owner):
     frames = await frames_until(communicator, lambda f: f["type"] == "run.finished")
     run_id = frames[-1]["run_id"]
 
-    await communicator.send_to(text_data=json.dumps({"type": "resume", "request_id": "r", "run_id": run_id, "after_seq": 0}))
+    await communicator.send_to(
+        text_data=json.dumps({"type": "resume", "request_id": "r", "run_id": run_id, "after_seq": 0})
+    )
     snapshot = await next_frame(communicator)
 
     run = await sync_to_async(ChatRun.objects.get)(run_id=run_id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async as sync_to_async
 
 from chat.models import ChatMessage
 from tests.chat.liveclient import ChatClient
@@ -63,5 +63,19 @@ async def _scenario(one: str, two: str, workflow_id: str, cookie: str) -> None:
     reply = await sync_to_async(ChatMessage.objects.get)(run_id=run_id, role="assistant")
     assert final.text == reply.text
     assert final.state == "finished"
+
+    # Stop sent through server one reaches the run executing on the worker process.
+    ack = await a.request(
+        {"type": "send", "text": "A third question, and please take your time answering it fully"}
+    )
+    run_id = ack["run_id"]
+    while a.runs.get(run_id) is None or a.runs[run_id].seq < 3:
+        await a.recv()
+    stop = await moved.request({"type": "stop", "run_id": run_id})
+    assert (stop["type"], stop["state"]) == ("ack", "stopping")
+    stopped = await a.until_ended(run_id)
+    assert stopped.state == "stopped"
+    reply = await sync_to_async(ChatMessage.objects.get)(run_id=run_id, role="assistant")
+    assert (reply.status, reply.text) == ("stopped", stopped.text)
     for client in (a, moved):
         await client.close()

@@ -37,7 +37,8 @@ _IDENTITY = re.compile(r"\b(?:what|who)\s+are\s+you\b", re.I)
 _SAID = re.compile(
     r"\bwhat\s+did\s+i\s+(?:say|ask|write)\s+(?P<when>first|earlier|before|last|previously)\b", re.I
 )
-_NOTE_LINE = re.compile(r"^\s*\[[^\]\n]*\]\s*$")
+# Platform lines ahead of the owner's words: "[note: …]" or "[feedback]{…}[/feedback]".
+_NOTE_LINE = re.compile(r"^\s*(?:\[[^\]\n]*\]|\[([A-Za-z][\w-]*)\].*\[/\1\])\s*$")
 _WORDS = re.compile(r"\S+\s*")
 
 
