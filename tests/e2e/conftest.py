@@ -14,14 +14,15 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, connections
 
 from tests.conftest import make_workflow
 
@@ -58,70 +59,85 @@ def _database_url() -> str:
     return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
 
 
-@dataclass
 class LiveServer:
-    url: str
-    process: subprocess.Popen[bytes]
-    log: Path
+    """`daphne -b 127.0.0.1 -p PORT opencompany.asgi:application` as a subprocess on the test database."""
 
-
-@pytest.fixture
-def live_server_url(transactional_db: Any, tmp_path: Path) -> Iterator[str]:
-    """`daphne` serving opencompany.asgi on a free loopback port, killed at teardown."""
-    port = _free_port()
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("DJANGO_", "OPENCOMPANY_", "PYTEST_")) and key != "DATABASE_URL"
-    }
-    env.update(
-        {
-            "DATABASE_URL": _database_url(),
-            "OPENCOMPANY_RUN_EXECUTOR": "inprocess",
-            "OPENCOMPANY_OFFLINE_PACING_MS": PACING_MS,
-            "DEBUG": "0",
-            "SECRET_KEY": "e2e-secret-key-not-for-production-0123456789",
-            "ALLOWED_HOSTS": "127.0.0.1",
-            "DJANGO_SETTINGS_MODULE": "opencompany.settings",
-            "LOG_LEVEL": "WARNING",
+    def __init__(self, log: Path) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+        self.env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("DJANGO_", "OPENCOMPANY_", "PYTEST_")) and key != "DATABASE_URL"
         }
-    )
-    if os.environ.get("REDIS_URL"):
-        env["REDIS_URL"] = os.environ["REDIS_URL"]
-        env["REDIS_PREFIX"] = f"e2e{port}"
-    log = tmp_path / "daphne.log"
-    daphne = str(Path(sys.executable).with_name("daphne"))
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [daphne, "-b", "127.0.0.1", "-p", str(port), "opencompany.asgi:application"],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+        self.env.update(
+            {
+                "DATABASE_URL": _database_url(),
+                "OPENCOMPANY_RUN_EXECUTOR": "inprocess",
+                "OPENCOMPANY_OFFLINE_PACING_MS": PACING_MS,
+                "DEBUG": "0",
+                "SECRET_KEY": "e2e-secret-key-not-for-production-0123456789",
+                "ALLOWED_HOSTS": "127.0.0.1",
+                "DJANGO_SETTINGS_MODULE": "opencompany.settings",
+                "LOG_LEVEL": "WARNING",
+            }
         )
-    url = f"http://127.0.0.1:{port}"
-    try:
+        if os.environ.get("REDIS_URL"):
+            self.env["REDIS_URL"] = os.environ["REDIS_URL"]
+            self.env["REDIS_PREFIX"] = f"e2e{self.port}"
+
+    def start(self) -> None:
+        daphne = str(Path(sys.executable).with_name("daphne"))
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [daphne, "-b", "127.0.0.1", "-p", str(self.port), "opencompany.asgi:application"],
+                cwd=REPO,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 30
         while True:
-            if process.poll() is not None:
-                pytest.fail(f"daphne exited early:\n{log.read_text()[-4000:]}")
+            if self.process.poll() is not None:
+                pytest.fail(f"daphne exited early:\n{self.log.read_text()[-4000:]}")
             try:
-                with urllib.request.urlopen(f"{url}/accounts/login/", timeout=2) as response:  # noqa: S310
+                with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=2) as response:  # noqa: S310
                     if response.status == 200:
-                        break
+                        return
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"daphne did not answer within 30 s:\n{log.read_text()[-4000:]}")
+                pytest.fail(f"daphne did not answer within 30 s:\n{self.log.read_text()[-4000:]}")
             time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
         try:
-            process.wait(timeout=10)
+            self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+            self.process.kill()
+            self.process.wait(timeout=5)
+        self.process = None
+
+
+@pytest.fixture
+def asgi_server(transactional_db: Any, tmp_path: Path) -> Iterator[LiveServer]:
+    """A real ASGI server for this test on a free loopback port, stopped at teardown."""
+    server = LiveServer(tmp_path / "daphne.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def live_server_url(asgi_server: LiveServer) -> str:
+    return asgi_server.url
 
 
 @pytest.fixture
@@ -136,15 +152,11 @@ def e2e_workflow(e2e_owner: Any) -> Any:
 
 
 @pytest.fixture
-def browser(e2e_workflow: Any, live_server_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def browser(e2e_workflow: Any, live_server_url: str) -> Iterator[Any]:
     """Chromium for one test. Started after the test's data is committed (the sync API keeps an event
     loop running in this thread, and services that publish events must not run beside it) and
     closed before the database is flushed."""
     from playwright.sync_api import sync_playwright
-
-    # Django's async-safety check mistakes Playwright's loop for async code; the reads the tests make
-    # while the browser is open are plain sync calls.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
     if not Path(CHROMIUM).exists():
         pytest.fail(f"Chromium is missing at {CHROMIUM} (apt-get install chromium)")
@@ -215,6 +227,20 @@ def artifacts_dir() -> Path:
     path = Path(os.environ.get("OPENCOMPANY_E2E_ARTIFACTS") or REPO / "e2e-artifacts")
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def db_read[T](read: Callable[[], T]) -> T:
+    """Run an ORM read while the browser is open: in a plain thread (Playwright's sync API keeps an
+    event loop running in this one), closing that thread's connection afterwards."""
+
+    def run() -> T:
+        try:
+            return read()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(run).result()
 
 
 def sign_in(page: Any, base_url: str, username: str, password: str = PASSWORD) -> None:

@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from chat.models import ChatMessage
-from tests.e2e.conftest import Console, sign_in
+from tests.e2e.conftest import Console, db_read, sign_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -54,7 +54,11 @@ def wait_answers(page: Any, count: int) -> Any:
 
 
 def stored_replies() -> list[str]:
-    return list(ChatMessage.objects.filter(role="assistant").order_by("pk").values_list("text", flat=True))
+    return db_read(
+        lambda: list(
+            ChatMessage.objects.filter(role="assistant").order_by("pk").values_list("text", flat=True)
+        )
+    )
 
 
 def test_sign_in_and_send_streams_the_answer_to_completion(
@@ -131,7 +135,7 @@ def test_stop_mid_answer_shows_a_stopped_answer_and_frees_send(
     expect(send_button).to_be_enabled()
     expect(page.locator("#composer-reason")).to_have_text("")
     shown = _squash(stopped.locator(".msg-text").inner_text())
-    reply = ChatMessage.objects.get(role="assistant")
+    reply = db_read(lambda: ChatMessage.objects.get(role="assistant"))
     assert reply.status == "stopped"
     assert shown == _squash(reply.text)
     assert len(shown) < len("(Offline demo model) You said “") + len(LONG)

@@ -226,7 +226,7 @@ class ChatSocket {
         this.pending.delete(frame.request_id);
         if (frame.type === "error") waiter.reject(frame);
         else waiter.resolve(frame);
-        if (frame.type === "ack" || frame.type === "error") return;
+        return;
       }
       this.onFrame(frame);
     });
@@ -487,7 +487,7 @@ class ChatPage {
 
   applySnapshot(snapshot) {
     const run = this.runs.get(snapshot.run_id);
-    if (!run) return;
+    if (!run || run.state !== "live") return;
     run.resuming = false;
     if (snapshot.seq > run.seq) {
       run.seq = snapshot.seq;
