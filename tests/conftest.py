@@ -8,7 +8,7 @@ the session, so a missing service or browser cannot pass silently.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -33,13 +33,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     has_redis = bool(os.environ.get("REDIS_URL"))
     e2e_pass = os.environ.get("OPENCOMPANY_E2E", "1" if on_pg else "0") == "1"
     for item in items:
-        if item.get_closest_marker("postgres") and not on_pg:
-            dropped.append(item)
-        elif item.get_closest_marker("redis") and not has_redis and not CI:
-            dropped.append(item)
-        elif item.get_closest_marker("redis") and not has_redis and CI and not on_pg:
-            dropped.append(item)  # the SQLite pass runs on the in-memory layer by design
-        elif item.get_closest_marker("e2e") and not e2e_pass:
+        needs_pg = item.get_closest_marker("postgres") is not None
+        # Without REDIS_URL, redis tests are dropped, except in CI's PostgreSQL pass where they must run
+        # (and fail if Redis is unreachable); the SQLite pass uses the in-memory layer by design.
+        needs_redis = item.get_closest_marker("redis") is not None and not has_redis and not (CI and on_pg)
+        needs_e2e = item.get_closest_marker("e2e") is not None and not e2e_pass
+        if (needs_pg and not on_pg) or needs_redis or needs_e2e:
             dropped.append(item)
         else:
             keep.append(item)
@@ -74,7 +73,9 @@ def other_owner(db: Any) -> Any:
 
 @pytest.fixture
 def staff(db: Any) -> Any:
-    return User.objects.create_user(username="staff", password="staff-pass-123", is_staff=True, is_superuser=True)
+    return User.objects.create_user(
+        username="staff", password="staff-pass-123", is_staff=True, is_superuser=True
+    )
 
 
 def _client_for(user: Any) -> APIClient:
@@ -107,16 +108,33 @@ def demo_graph(with_memory: bool = True, with_context: bool = True) -> dict[str,
             "id": "agent",
             "type": "aiAgent",
             "position": {"x": 300, "y": 0},
-            "data": {"label": "Agent", "parameters": {"system_prompt": "You are helpful.", "provider": "offline"}},
+            "data": {
+                "label": "Agent",
+                "parameters": {"system_prompt": "You are helpful.", "provider": "offline"},
+            },
         },
     ]
     edges: list[dict[str, Any]] = [
-        {"id": "e1", "source": "trigger", "sourceHandle": "output-main", "target": "agent", "targetHandle": "input-main"}
+        {
+            "id": "e1",
+            "source": "trigger",
+            "sourceHandle": "output-main",
+            "target": "agent",
+            "targetHandle": "input-main",
+        }
     ]
     if with_context:
-        nodes.append({"id": "ctx", "type": "context", "position": {"x": -60, "y": 0}, "data": {"label": "Context"}})
+        nodes.append(
+            {"id": "ctx", "type": "context", "position": {"x": -60, "y": 0}, "data": {"label": "Context"}}
+        )
         edges.append(
-            {"id": "e2", "source": "ctx", "sourceHandle": "output-context", "target": "agent", "targetHandle": "input-context"}
+            {
+                "id": "e2",
+                "source": "ctx",
+                "sourceHandle": "output-context",
+                "target": "agent",
+                "targetHandle": "input-context",
+            }
         )
     if with_memory:
         nodes.append(
@@ -128,7 +146,13 @@ def demo_graph(with_memory: bool = True, with_context: bool = True) -> dict[str,
             }
         )
         edges.append(
-            {"id": "e3", "source": "mem", "sourceHandle": "output-tool", "target": "agent", "targetHandle": "input-tools"}
+            {
+                "id": "e3",
+                "source": "mem",
+                "sourceHandle": "output-tool",
+                "target": "agent",
+                "targetHandle": "input-tools",
+            }
         )
     return {"graphVersion": 2, "nodes": nodes, "edges": edges}
 
@@ -170,11 +194,11 @@ class EventRecorder:
 
 
 @pytest.fixture
-def events(monkeypatch: pytest.MonkeyPatch) -> Iterator[EventRecorder]:
+def events(monkeypatch: pytest.MonkeyPatch) -> EventRecorder:
     """Route `opencompany.core.events` through a fresh in-memory layer and record what is published."""
     recorder = EventRecorder()
     monkeypatch.setattr("opencompany.core.events.get_channel_layer", lambda *a, **k: recorder.layer)
-    yield recorder
+    return recorder
 
 
 @pytest.fixture
@@ -187,7 +211,9 @@ def run_on_commit(django_capture_on_commit_callbacks: Callable[..., Any]) -> Cal
     return django_capture_on_commit_callbacks
 
 
-def make_workflow(owner: Any, graph: dict[str, Any] | None = None, *, deploy: bool = True, name: str = "Demo") -> Any:
+def make_workflow(
+    owner: Any, graph: dict[str, Any] | None = None, *, deploy: bool = True, name: str = "Demo"
+) -> Any:
     """Create (and by default deploy, generation 1) a workflow through the graphs services.
 
     The demo graph's nodes get canonical ids: `<wf>:chatTrigger:1`, `<wf>:aiAgent:1`, `<wf>:context:1`,
@@ -195,7 +221,9 @@ def make_workflow(owner: Any, graph: dict[str, Any] | None = None, *, deploy: bo
     """
     from graphs import services as graph_services
 
-    workflow = graph_services.workflow_create(owner=owner, name=name, graph=graph if graph is not None else demo_graph())
+    workflow = graph_services.workflow_create(
+        owner=owner, name=name, graph=graph if graph is not None else demo_graph()
+    )
     if deploy:
         graph_services.workflow_deploy(workflow=workflow, actor=owner)
     workflow.refresh_from_db()
