@@ -88,6 +88,12 @@ def test_sign_in_and_send_streams_the_answer_to_completion(
     wait_answers(page, 2)
     expect(page.locator("li.msg-user").nth(1).locator("ul li")).to_have_count(2)
     expect(page.locator("li.msg-user").nth(1).locator("code")).to_have_text("code")
+    send(page, "remember that I take my coffee black")
+    wait_answers(page, 3)
+    send(page, "note: buy coffee beans on Friday")
+    wait_answers(page, 4)
+    expect(page.locator(".memory-content")).to_have_text(["I take my coffee black"])
+    expect(page.locator("#notes-list li")).to_have_text(["buy coffee beans on Friday"])
 
     page.screenshot(path=str(artifacts_dir / "chat-desktop-1280.png"))
     page.set_viewport_size({"width": 360, "height": 740})
