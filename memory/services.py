@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -131,21 +131,26 @@ def _claim_receipt(
     replays it (or claims it, when the first rolled back)."""
     if operation_id is None:
         return None
-    existing = MemoryReceipt.objects.filter(namespace=scope.namespace, operation_id=operation_id).first()
-    if existing is None:
-        try:
-            with transaction.atomic():
-                MemoryReceipt.objects.create(
-                    namespace=scope.namespace,
-                    workflow_id=scope.workflow_id,
-                    operation_id=operation_id,
-                    operation=operation,
-                    fingerprint=request_fingerprint,
-                    result=result,
-                )
+    # One round trip on the common path: the unique index decides, no savepoint needed.
+    table = MemoryReceipt._meta.db_table
+    result_field = MemoryReceipt._meta.get_field("result")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (namespace, workflow_id, operation_id, operation, fingerprint, result, created_at) "  # noqa: S608 - our table
+            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, operation_id) DO NOTHING RETURNING id",
+            [
+                scope.namespace,
+                scope.workflow_id,
+                operation_id,
+                operation,
+                request_fingerprint,
+                result_field.get_db_prep_value(result, connection),
+                timezone.now(),
+            ],
+        )
+        if cursor.fetchone() is not None:
             return None
-        except IntegrityError:
-            existing = MemoryReceipt.objects.get(namespace=scope.namespace, operation_id=operation_id)
+    existing = MemoryReceipt.objects.get(namespace=scope.namespace, operation_id=operation_id)
     if existing.fingerprint != request_fingerprint:
         raise idempotency_key_reused()
     return existing
