@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -12,6 +9,7 @@ from django.utils.html import format_html
 
 from chat.models import ChatFeedback, ChatMessage, ChatNote, ChatRun, ChatThread
 from chat.services import chat_end_run
+from opencompany.core.admin import ReadOnlyMixin, pretty_json
 
 PREVIEW_CHARS = 120
 
@@ -19,23 +17,6 @@ PREVIEW_CHARS = 120
 def _preview(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
-
-
-def _pretty(value: Any) -> str:
-    return format_html(
-        "<pre style='white-space:pre-wrap'>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False)
-    )
-
-
-class ReadOnlyMixin:
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class ChatMessageInline(ReadOnlyMixin, admin.TabularInline):
@@ -130,15 +111,15 @@ class ChatRunAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.display(description="context cursors")
     def cursors(self, obj: ChatRun) -> str:
-        return _pretty(obj.context_cursors)
+        return pretty_json(obj.context_cursors)
 
     @admin.display(description="draft steps")
     def steps(self, obj: ChatRun) -> str:
-        return _pretty(obj.draft_steps)
+        return pretty_json(obj.draft_steps)
 
     @admin.display(description="usage")
     def usage_json(self, obj: ChatRun) -> str:
-        return _pretty(obj.usage)
+        return pretty_json(obj.usage)
 
     @admin.action(description="End selected live runs (stopped)")
     def end_runs(self, request: HttpRequest, queryset: QuerySet[ChatRun]) -> None:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
 
 from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
 from conversations.services import archive_purge, conversation_clear
 from conversations.types import ConversationKey
+from opencompany.core.admin import ReadOnlyMixin, pretty_json
 from opencompany.llm.wire import text_of, tool_calls_of
 
 PREVIEW_CHARS = 160
@@ -29,21 +28,8 @@ def message_preview(wire: Any) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
-def _pretty(value: Any) -> str:
-    return format_html(
-        "<pre style='white-space:pre-wrap'>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False)
-    )
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    pass
 
 
 class ConversationMessageInline(admin.TabularInline):
@@ -115,7 +101,7 @@ class AgentConversationAdmin(ReadOnlyAdmin):
 
     @admin.display(description="notes")
     def notes_pretty(self, obj: AgentConversation) -> str:
-        return _pretty(obj.notes)
+        return pretty_json(obj.notes)
 
     @admin.action(description="Clear (archive, then empty) the selected conversations")
     def clear_conversations(self, request: HttpRequest, queryset: QuerySet[AgentConversation]) -> None:
@@ -143,7 +129,7 @@ class ConversationMessageAdmin(ReadOnlyAdmin):
 
     @admin.display(description="wire")
     def wire_pretty(self, obj: ConversationMessage) -> str:
-        return _pretty(obj.wire)
+        return pretty_json(obj.wire)
 
 
 @admin.register(ConversationArchive)
@@ -170,11 +156,11 @@ class ConversationArchiveAdmin(ReadOnlyAdmin):
 
     @admin.display(description="messages")
     def messages_pretty(self, obj: ConversationArchive) -> str:
-        return _pretty(obj.messages)
+        return pretty_json(obj.messages)
 
     @admin.display(description="notes")
     def notes_pretty(self, obj: ConversationArchive) -> str:
-        return _pretty(obj.notes)
+        return pretty_json(obj.notes)
 
     @admin.action(description="Purge archives older than the retention window")
     def purge_expired(self, request: HttpRequest, queryset: QuerySet[ConversationArchive]) -> None:
@@ -213,8 +199,8 @@ class BranchSnapshotAdmin(ReadOnlyAdmin):
 
     @admin.display(description="messages")
     def messages_pretty(self, obj: BranchSnapshot) -> str:
-        return _pretty(obj.messages)
+        return pretty_json(obj.messages)
 
     @admin.display(description="notes")
     def notes_pretty(self, obj: BranchSnapshot) -> str:
-        return _pretty(obj.notes)
+        return pretty_json(obj.notes)

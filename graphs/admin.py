@@ -1,21 +1,13 @@
-import json
 from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
 
 from graphs import services
 from graphs.models import ContextArchiveOutbox, Deployment, LegacyArtifact, Workflow
 from graphs.selectors import latest_deployment
-
-
-def pretty_json(value: Any) -> str:
-    return format_html(
-        "<pre style='white-space:pre-wrap;max-width:90ch'>{}</pre>",
-        json.dumps(value, indent=2, sort_keys=True),
-    )
+from opencompany.core.admin import pretty_json
 
 
 class DeploymentInline(admin.TabularInline):
