@@ -11,7 +11,8 @@ from playwright.sync_api import expect
 from chat import services
 from chat.executor import execute_run
 from chat.models import ChatFeedback
-from tests.e2e.conftest import Console, LiveServer, db_read
+from tests.conftest import make_workflow
+from tests.e2e.conftest import Console, LiveServer, db_read, sign_in
 from tests.e2e.test_chat_page import ANSWER, composer, open_chat, send, wait_answers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -123,4 +124,28 @@ def test_history_loads_upward_on_scroll(
     expect(messages).to_have_count(long_thread)
     expect(messages.first).to_have_text("YouMessage number 1Edit")
     expect(page.get_by_role("button", name="Load earlier messages")).to_be_hidden()
+    console.assert_clean()
+
+
+@pytest.fixture
+def draft_workflow(e2e_workflow: Any, e2e_owner: Any) -> Any:
+    return make_workflow(e2e_owner, name="Second draft", deploy=False)
+
+
+def test_workflow_list_deploys_a_draft_and_opens_its_chat(
+    draft_workflow: Any, live_server_url: str, e2e_owner: Any, new_page: Any, console: Console
+) -> None:
+    page = new_page()
+    sign_in(page, live_server_url, e2e_owner.username)
+    expect(page.get_by_role("heading", name="Your workflows")).to_be_visible()
+    row = page.get_by_role("row").filter(has_text="Second draft")
+    expect(row.locator(".pill")).to_have_text("draft")
+
+    row.get_by_role("button", name="Deploy Second draft").click()
+
+    expect(page.locator("#workflows-status")).to_have_text("Deployed: generation 1, live.")
+    expect(page.get_by_role("row").filter(has_text="Second draft").locator(".pill")).to_have_text("live")
+    page.get_by_role("link", name="Second draft").click()
+    expect(page).to_have_url(f"{live_server_url}/chat/{draft_workflow.pk}/")
+    expect(page.locator("#conn")).to_have_text("Connected")
     console.assert_clean()
