@@ -1036,7 +1036,13 @@ class ChatPage {
       return;
     }
     const stick = this.nearBottom();
-    node.replaceWith(this.renderRunDraft(run));
+    // update inside the same live region so assistive technology follows one growing answer
+    const fresh = this.renderRunDraft(run);
+    node.querySelector(".msg-text").replaceChildren(...fresh.querySelector(".msg-text").childNodes);
+    const steps = fresh.querySelector(".steps");
+    const oldSteps = node.querySelector(".steps");
+    if (oldSteps) oldSteps.remove();
+    if (steps) node.querySelector(".bubble").prepend(steps);
     if (stick) this.el.scroller.scrollTop = this.el.scroller.scrollHeight;
   }
 }
