@@ -16,6 +16,7 @@ from graphs.models import Workflow
 from memory import services
 from memory.models import MemoryItem, MemoryReceipt, MemoryRevision
 from memory.scope import MemoryScope, memory_scope
+from opencompany.core.admin import ReadOnlyMixin, pretty_json
 from opencompany.core.errors import ApplicationError
 
 
@@ -164,7 +165,7 @@ class MemoryItemAdmin(admin.ModelAdmin):
 
 
 @admin.register(MemoryRevision)
-class MemoryRevisionAdmin(admin.ModelAdmin):
+class MemoryRevisionAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = (
         "memory_id",
         "version",
@@ -177,36 +178,23 @@ class MemoryRevisionAdmin(admin.ModelAdmin):
     list_filter = ("operation",)
     search_fields = ("namespace", "workflow_id", "memory_node_id", "actor")
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(MemoryReceipt)
-class MemoryReceiptAdmin(admin.ModelAdmin):
+class MemoryReceiptAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("operation_id", "operation", "workflow_id", "namespace", "created_at")
     list_filter = ("operation",)
     search_fields = ("operation_id", "namespace", "workflow_id")
-    readonly_fields = (
+    fields = (
         "namespace",
         "workflow_id",
         "operation_id",
         "operation",
         "fingerprint",
-        "result",
+        "result_readable",
         "created_at",
     )
+    readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    @admin.display(description="result (metadata only)")
+    def result_readable(self, obj: MemoryReceipt) -> str:
+        return pretty_json(obj.result)
