@@ -1,0 +1,334 @@
+"""Benchmark: Memory recall latency and remember-with-receipt throughput on PostgreSQL (DESIGN §13).
+
+In one interleaved run over the same data (100 namespaces, seeded English-like items):
+  memory_recall   memory.selectors.memory_recall (parse, tsquery, rank, keyset page of 20, ORM load)
+  raw FTS         one hand-written SQL query through psycopg: websearch_to_tsquery + ts_rank_cd, LIMIT 21
+  Store.search    LangGraph PostgresStore.search(namespace, query=…, limit=20) over the same items
+                  (without an embedding index the Store ignores the query text: it pages the namespace)
+at 10k and 100k items (1M is skipped: loading it would take well over 10 minutes here), plus
+remember-with-receipt writes/s (memory_remember with an operation id, one connection, sequential).
+
+Run: .venv/bin/python bench/memory.py   (needs PostgreSQL on 127.0.0.1:5432; creates and migrates
+BENCH_DATABASE_URL, default opencompany_bench_memory; BENCH_QUERIES=300). Not a test: prints a markdown
+table and a VERDICT line. Targets: recall p50 ≤ 1.5 ms at 100k and ≤ 3x the raw query; remember ≥ 500/s.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DB_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/opencompany_bench_memory")
+QUERIES = int(os.environ.get("BENCH_QUERIES", "300"))
+SIZES = [10_000, 100_000]
+NAMESPACES = 100
+SEED = 20251129
+os.environ.update(
+    {
+        "DATABASE_URL": DB_URL,
+        "DJANGO_SETTINGS_MODULE": "opencompany.settings",
+        "LOG_LEVEL": "WARNING",
+        "OPENCOMPANY_EMBEDDER": "none",
+    }
+)
+
+_COMMON_TEXT = (
+    "the of and to a in is you that it he was for on are as with his they at be this have from or one had by "
+    "word but not what all were we when your can said there use an each which she do how their if will up other "
+    "about out many then them these so some her would make like him into time has look two more write go see "
+    "number no way could people my than first water been call who oil its now find long down day did get come "
+    "made may part over new sound take only little work know place year live me back give most very after thing "
+    "our just name good sentence man think say great where help through much before line right too mean old any "
+    "same tell boy follow came want show also around form three small set put end does another well large must "
+    "big even such because turn here why ask went men read need land different home us move try kind hand "
+    "picture again change off play spell air away animal house point page letter mother answer found study still "
+    "learn should america world high every near add food between own below country plant last school father keep "
+    "tree never start city earth eye light thought head under story saw left few while along might close "
+    "something seem next hard open example begin life always those both paper together got group often run "
+    "coffee tea project meeting deadline travel family birthday doctor garden music book movie recipe budget"
+)
+COMMON = _COMMON_TEXT.split()
+CATEGORIES = [
+    "preferences",
+    "work",
+    "family",
+    "health",
+    "travel",
+    "food",
+    "projects",
+    "finance",
+    "hobbies",
+    "misc",
+]
+TAGS = [f"tag{n}" for n in range(40)] + [
+    "coffee",
+    "tea",
+    "urgent",
+    "weekly",
+    "ideas",
+    "people",
+    "home",
+    "office",
+]
+
+
+def _vocabulary(rng: random.Random, size: int = 30_000) -> list[str]:
+    words = list(dict.fromkeys(COMMON))
+    letters = "etaoinshrdlcumwfgypbvkjxqz"
+    while len(words) < size:
+        words.append("".join(rng.choice(letters[: rng.randint(8, 26)]) for _ in range(rng.randint(3, 11))))
+    return words
+
+
+class Workload:
+    """Seeded Zipf(1.05) English-like text over ~30k words; items of 1-3 sentences, 1 category, 1-3 tags."""
+
+    def __init__(self, seed: int = SEED) -> None:
+        self.rng = random.Random(seed)
+        self.words = _vocabulary(self.rng)
+        self.cum = list(itertools.accumulate(1.0 / (r**1.05) for r in range(1, len(self.words) + 1)))
+
+    def word(self) -> str:
+        return self.words[bisect.bisect_left(self.cum, self.rng.random() * self.cum[-1])]
+
+    def sentence(self) -> str:
+        text = " ".join(self.word() for _ in range(self.rng.randint(6, 18)))
+        return text[:1].upper() + text[1:] + "."
+
+    def item(self) -> dict[str, Any]:
+        return {
+            "title": " ".join(self.word() for _ in range(self.rng.randint(2, 5))).capitalize(),
+            "content": " ".join(self.sentence() for _ in range(self.rng.randint(1, 3))),
+            "category": self.rng.choice(CATEGORIES),
+            "tags": self.rng.sample(TAGS, self.rng.randint(1, 3)),
+        }
+
+    def query(self) -> str:
+        # Mid-frequency words (ranks 30-3000): what a recall for a fact looks like.
+        from memory.search import STOP_WORDS
+
+        picks: list[str] = []
+        wanted = self.rng.randint(1, 2)
+        while len(picks) < wanted:
+            word = self.words[self.rng.randint(30, 3000)]
+            if word not in STOP_WORDS:
+                picks.append(word)
+        return " ".join(picks)
+
+
+def _ensure_database() -> None:
+    import psycopg
+
+    base, name = DB_URL.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _setup_django() -> None:
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[int(0.95 * (len(ordered) - 1))]
+
+
+def main() -> None:
+    _ensure_database()
+    _setup_django()
+
+    import psycopg
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from langgraph.store.base import PutOp
+    from langgraph.store.postgres import PostgresStore
+
+    from graphs.models import Workflow
+    from memory import fields as mf
+    from memory.models import MemoryItem, MemoryNamespace, MemoryReceipt, MemoryRevision
+    from memory.scope import memory_scope
+    from memory.selectors import memory_recall
+    from memory.services import memory_remember
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "TRUNCATE memory_memoryembedding, memory_memoryitem, memory_memoryrevision, memory_memoryreceipt, "
+            "memory_memorynamespace"
+        )
+    Workflow.objects.filter(name="memory-bench").delete()
+    owner, _ = get_user_model().objects.get_or_create(username="memory-bench")
+    nodes = [
+        {"id": f"mem{n}", "type": "simpleMemory", "data": {"parameters": {"reset_policy": "preserve"}}}
+        for n in range(NAMESPACES + 1)
+    ]
+    workflow = Workflow.objects.create(
+        owner=owner, name="memory-bench", graph={"graphVersion": 2, "nodes": nodes, "edges": []}
+    )
+    scopes = [memory_scope(workflow=workflow, memory_node_id=f"mem{n}") for n in range(NAMESPACES)]
+    write_scope = memory_scope(workflow=workflow, memory_node_id=f"mem{NAMESPACES}")
+
+    raw = psycopg.connect(DB_URL, autocommit=True)
+    store_cm = PostgresStore.from_conn_string(DB_URL)
+    store = store_cm.__enter__()
+    store.setup()
+    raw.execute("DELETE FROM store")
+
+    raw_sql = (
+        "SELECT i.id, i.memory_id, i.title, i.content, i.category, i.tags, i.version, i.expires_at, "
+        "i.created_at, i.updated_at, ts_rank_cd(i.search, q, 1) AS rank "
+        "FROM memory_memoryitem i, websearch_to_tsquery('english', %s) q "
+        "WHERE i.namespace = %s AND i.search @@ q AND (i.expires_at IS NULL OR i.expires_at > now()) "
+        "ORDER BY rank DESC, i.id DESC LIMIT 21"
+    )
+    workload = Workload()
+    loaded = 0
+    rows: list[tuple[str, int, float, float, float]] = []
+    results: dict[tuple[int, str], tuple[float, float]] = {}
+
+    for size in SIZES:
+        started = time.perf_counter()
+        batch: list[MemoryItem] = []
+        puts: list[PutOp] = []
+        while loaded < size:
+            scope = scopes[loaded % NAMESPACES]
+            spec = workload.item()
+            item = MemoryItem(
+                namespace=scope.namespace,
+                owner_id=scope.owner_id,
+                workflow_id=scope.workflow_id,
+                memory_node_id=scope.memory_node_id,
+                tag_index=mf.tag_index(spec["tags"]),
+                created_by="owner:bench",
+                updated_by="owner:bench",
+                **spec,
+            )
+            batch.append(item)
+            puts.append(PutOp(("memory", scope.namespace), item.memory_id, spec, index=False))
+            loaded += 1
+            if len(batch) == 5000:
+                MemoryItem.objects.bulk_create(batch)
+                store.batch(puts)
+                batch, puts = [], []
+        if batch:
+            MemoryItem.objects.bulk_create(batch)
+            store.batch(puts)
+        # Steady state: flush the GIN pending list a bulk load leaves behind (autovacuum would).
+        raw.execute("VACUUM ANALYZE memory_memoryitem")
+        raw.execute("VACUUM ANALYZE store")
+        load_s = time.perf_counter() - started
+
+        rng = random.Random(SEED + size)
+        queries = [(workload.query(), rng.choice(scopes)) for _ in range(QUERIES)]
+
+        def run_ours(q: str, scope: Any) -> int:
+            return len(memory_recall(scope=scope, query=q, limit=20).items)
+
+        def run_raw(q: str, scope: Any) -> int:
+            return len(raw.execute(raw_sql, [q, scope.namespace]).fetchall())
+
+        def run_store(q: str, scope: Any) -> int:
+            return len(store.search(("memory", scope.namespace), query=q, limit=20))
+
+        methods = {"memory_recall": run_ours, "raw FTS SQL": run_raw, "Store.search": run_store}
+        for q, scope in queries[:20]:  # warm caches and plans
+            for fn in methods.values():
+                fn(q, scope)
+        samples: dict[str, list[float]] = {name: [] for name in methods}
+        hits: dict[str, int] = dict.fromkeys(methods, 0)
+        names = list(methods)
+        for n, (q, scope) in enumerate(queries):
+            for name in names[n % 3 :] + names[: n % 3]:  # rotate the order: interleaved
+                t0 = time.perf_counter()
+                hits[name] += methods[name](q, scope)
+                samples[name].append((time.perf_counter() - t0) * 1000)
+        for name in names:
+            p50, p95 = _percentiles(samples[name])
+            results[(size, name)] = (p50, p95)
+            rows.append((name, size, p50, p95, hits[name] / len(queries)))
+        print(f"loaded {size} items in {load_s:.1f}s", file=sys.stderr)
+
+    # remember with a receipt, one connection, sequential; durable commits, then the same with
+    # synchronous_commit off; and the machine's ceiling: one-row INSERT + durable COMMIT through psycopg.
+    writes = 1000
+
+    def remember_rate(tag: str) -> float:
+        specs = [workload.item() for _ in range(writes)]
+        t0 = time.perf_counter()
+        for n, spec in enumerate(specs):
+            memory_remember(scope=write_scope, actor="agent:bench", operation_id=f"bench:{tag}:{n}", **spec)
+        return writes / (time.perf_counter() - t0)
+
+    import opencompany.core.events as core_events
+
+    remember_per_s = remember_rate("durable")
+    publish_now = core_events.publish_now
+    core_events.publish_now = lambda *args, **kwargs: None  # type: ignore[assignment]
+    remember_quiet_per_s = remember_rate("quiet")
+    with connection.cursor() as cursor:
+        cursor.execute("SET synchronous_commit TO off")
+    remember_async_per_s = remember_rate("async")
+    with connection.cursor() as cursor:
+        cursor.execute("SET synchronous_commit TO on")
+    core_events.publish_now = publish_now
+    raw.execute("CREATE TABLE IF NOT EXISTS bench_commit_probe (n int)")
+    raw.autocommit = False
+    t0 = time.perf_counter()
+    for n in range(writes):
+        raw.execute("INSERT INTO bench_commit_probe VALUES (%s)", [n])
+        raw.commit()
+    commit_ceiling = writes / (time.perf_counter() - t0)
+    raw.autocommit = True
+    raw.execute("DROP TABLE bench_commit_probe")
+    assert MemoryReceipt.objects.filter(namespace=write_scope.namespace).count() == 3 * writes
+    assert MemoryRevision.objects.filter(namespace=write_scope.namespace).count() == 3 * writes
+    assert MemoryNamespace.objects.get(pk=write_scope.namespace).item_count == 3 * writes
+
+    store_cm.__exit__(None, None, None)
+    raw.close()
+
+    print("| items | method | p50 ms | p95 ms | vs raw (p50) | mean hits/query |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for name, size, p50, p95, mean_hits in rows:
+        ratio = p50 / results[(size, "raw FTS SQL")][0]
+        print(f"| {size:,} | {name} | {p50:.3f} | {p95:.3f} | {ratio:.2f}x | {mean_hits:.1f} |")
+    print(f"| - | memory_remember + receipt, durable commit | {remember_per_s:,.0f} writes/s | | | |")
+    print(f"| - | same, event publishing stubbed out | {remember_quiet_per_s:,.0f} writes/s | | | |")
+    print(
+        f"| - | same, events stubbed, synchronous_commit off | {remember_async_per_s:,.0f} writes/s | | | |"
+    )
+    print(f"| - | ceiling: 1-row INSERT + durable COMMIT (psycopg) | {commit_ceiling:,.0f} commits/s | | | |")
+    print("1M items: skipped (bulk loading alone would pass the 10-minute budget on this machine).")
+
+    ours50 = results[(100_000, "memory_recall")][0]
+    raw50 = results[(100_000, "raw FTS SQL")][0]
+    checks = {
+        "recall p50 <= 1.5 ms at 100k": ours50 <= 1.5,
+        "recall p50 <= 3x raw at 100k": ours50 <= 3 * raw50,
+        "remember >= 500/s": remember_per_s >= 500,
+    }
+    failed = [name for name, ok in checks.items() if not ok]
+    verdict = "PASS" if not failed else "FAIL (" + "; ".join(failed) + ")"
+    print(
+        f"VERDICT: {verdict} — recall p50 {ours50:.3f} ms at 100k ({ours50 / raw50:.2f}x raw {raw50:.3f} ms); "
+        f"remember {remember_per_s:,.0f}/s durable with events ({remember_quiet_per_s:,.0f}/s without the "
+        f"event publish, {remember_async_per_s:,.0f}/s also without synchronous commit; "
+        f"this disk commits {commit_ceiling:,.0f} one-row transactions/s)"
+    )
+
+
+if __name__ == "__main__":
+    main()
