@@ -188,7 +188,7 @@ def test_admin_purge_action_deletes_expired_archives(client, staff, key):
 
 
 def test_conversation_admin_shows_messages_in_seq_order_with_role_and_preview(client, staff, key):
-    conversation_append(key=key, messages=turns(3), expected_length=0)
+    conversation_append(key=key, messages=turns(3, prefix="turn-text-"), expected_length=0)
     head = AgentConversation.objects.get()
     client.force_login(staff)
 
@@ -196,5 +196,6 @@ def test_conversation_admin_shows_messages_in_seq_order_with_role_and_preview(cl
     listing = client.get("/admin/conversations/agentconversation/")
 
     assert listing.status_code == 200
-    assert page.index("m0") < page.index("m1") < page.index("m2")
+    # distinctive texts: random ids elsewhere on the page may contain short strings like "m2"
+    assert page.index("turn-text-0") < page.index("turn-text-1") < page.index("turn-text-2")
     assert "assistant" in page
