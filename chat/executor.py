@@ -187,9 +187,11 @@ def provider_config() -> ProviderConfig:
 def prepare_run(run: ChatRun) -> Prepared:
     """Resolve the deployed graph's answering agent and build its request; append the owner's turn
     (with untold chat notes as bracketed lines ahead of the text) to the stored conversation."""
-    deployment = Deployment.objects.filter(
-        workflow_id=run.workflow_id, generation=run.generation, state=Deployment.State.LIVE
-    ).first()
+    deployment = (
+        Deployment.objects.select_related("workflow")
+        .filter(workflow_id=run.workflow_id, generation=run.generation, state=Deployment.State.LIVE)
+        .first()
+    )
     if deployment is None:
         raise ApplicationError(errors.NOT_RUNNING, "This generation is no longer live.")
     graph = deployment.graph or {}

@@ -58,8 +58,11 @@ class Admission:
 
 def _thread_for_update(workflow: Workflow) -> ChatThread:
     """The workflow's thread, created on first use, locked for the rest of the transaction."""
-    ChatThread.objects.get_or_create(workflow=workflow)
-    return ChatThread.objects.select_for_update().get(workflow=workflow)
+    thread = ChatThread.objects.select_for_update().filter(workflow=workflow).first()
+    if thread is None:
+        ChatThread.objects.get_or_create(workflow=workflow)  # the unique workflow column settles a race
+        thread = ChatThread.objects.select_for_update().get(workflow=workflow)
+    return thread
 
 
 def _require_live(workflow: Workflow) -> int:
@@ -145,11 +148,18 @@ def _append_message(
         error_code=error_code,
         error_message=error_message[:500],
     )
-    ChatThread.objects.filter(pk=thread.pk).update(
-        active_leaf_uid=message.uid, revision=F("revision") + 1, updated_at=timezone.now()
-    )
-    thread.refresh_from_db(fields=["active_leaf_uid", "revision"])
+    _move_leaf(thread, message.uid)
     return message
+
+
+def _move_leaf(thread: ChatThread, leaf_uid: str) -> None:
+    """Make `leaf_uid` the shown path's end (revision + 1). Call under the thread lock: the row cannot
+    change meanwhile, so the in-memory copy is updated without reading it back."""
+    ChatThread.objects.filter(pk=thread.pk).update(
+        active_leaf_uid=leaf_uid, revision=F("revision") + 1, updated_at=timezone.now()
+    )
+    thread.active_leaf_uid = leaf_uid
+    thread.revision += 1
 
 
 def _leaf_parent(thread: ChatThread, generation: int) -> str:
@@ -232,7 +242,8 @@ def chat_send(
     _check_revision(thread, expected_revision)
     _check_lane(thread)
     parent = _leaf_parent(thread, generation)
-    run = _new_run(thread, generation=generation, kind=ChatRun.Kind.MESSAGE, user_message_uid="pending")
+    uid = mint_id("m")
+    run = _new_run(thread, generation=generation, kind=ChatRun.Kind.MESSAGE, user_message_uid=uid)
     message = _append_message(
         thread,
         role=ChatMessage.Role.USER,
@@ -241,9 +252,8 @@ def chat_send(
         parent_uid=parent,
         run_id=run.run_id,
         client_message_id=client_id,
+        uid=uid,
     )
-    ChatRun.objects.filter(pk=run.pk).update(user_message_uid=message.uid)
-    run.user_message_uid = message.uid
     _after_admission(thread, run, "user")
     return Admission(message=message, run=run, created=True, revision=thread.revision)
 
@@ -528,11 +538,12 @@ def chat_edit(
     runs = runs_of(thread=thread, run_ids=[m.run_id for m in leaving])
     plan = _plan(tree, runs, leaving=leaving, left_leaf=path[-1].uid, generation=generation)
     _apply_plan(thread, plan, generation)
+    uid = mint_id("m")
     run = _new_run(
         thread,
         generation=generation,
         kind=ChatRun.Kind.EDIT,
-        user_message_uid="pending",
+        user_message_uid=uid,
         parent_run_id=target.run_id,
     )
     message = _append_message(
@@ -544,9 +555,8 @@ def chat_edit(
         run_id=run.run_id,
         client_message_id=client_id,
         meta={"edit_of": target.uid},
+        uid=uid,
     )
-    ChatRun.objects.filter(pk=run.pk).update(user_message_uid=message.uid)
-    run.user_message_uid = message.uid
     _after_admission(thread, run, "user")
     return Admission(message=message, run=run, created=True, revision=thread.revision)
 
@@ -590,10 +600,7 @@ def chat_retry(*, workflow: Workflow, message_uid: str, expected_revision: int |
         user_message_uid=question.uid,
         parent_run_id=retried.run_id,
     )
-    ChatThread.objects.filter(pk=thread.pk).update(
-        active_leaf_uid=question.uid, revision=F("revision") + 1, updated_at=timezone.now()
-    )
-    thread.refresh_from_db(fields=["active_leaf_uid", "revision"])
+    _move_leaf(thread, question.uid)
     _after_admission(thread, run, None)
     return Admission(message=question, run=run, created=True, revision=thread.revision)
 
@@ -630,10 +637,7 @@ def chat_switch(
     )
     # The arriving branch's answer chain is restored whole; rewinding is only for agents it never touched.
     _apply_plan(thread, plan, generation)
-    ChatThread.objects.filter(pk=thread.pk).update(
-        active_leaf_uid=new_leaf, revision=F("revision") + 1, updated_at=timezone.now()
-    )
-    thread.refresh_from_db(fields=["active_leaf_uid", "revision"])
+    _move_leaf(thread, new_leaf)
     publish_on_commit(
         chat_group(workflow.pk),
         "thread.updated",
@@ -790,18 +794,19 @@ def run_finish(
             # The owner moved elsewhere meanwhile: keep the answer in the tree, not on the shown path.
             ChatThread.objects.filter(pk=thread.pk).update(active_leaf_uid=leaf_before)
             thread.active_leaf_uid = leaf_before
-    seq_now = max(seq, run.last_seq) + 1
-    ChatRun.objects.filter(pk=run.pk).update(
-        state=outcome,
-        finished_at=timezone.now(),
-        draft_text=text,
-        draft_steps=steps if steps is not None else run.draft_steps,
-        last_seq=seq_now,
-        error_code=error_code[:60] if outcome == ChatRun.State.ERROR else "",
-        error_message=error_message[:500] if outcome == ChatRun.State.ERROR else "",
-        usage=usage or {},
-    )
-    run.refresh_from_db()
+    ended = {
+        "state": outcome,
+        "finished_at": timezone.now(),
+        "draft_text": text,
+        "draft_steps": steps if steps is not None else run.draft_steps,
+        "last_seq": max(seq, run.last_seq) + 1,
+        "error_code": error_code[:60] if outcome == ChatRun.State.ERROR else "",
+        "error_message": error_message[:500] if outcome == ChatRun.State.ERROR else "",
+        "usage": usage or {},
+    }
+    ChatRun.objects.filter(pk=run.pk).update(**ended)
+    for field, value in ended.items():  # the row is locked: the copy is exact without a read-back
+        setattr(run, field, value)
     answered = outcome == ChatRun.State.FINISHED or (outcome == ChatRun.State.STOPPED and reply is not None)
     if answered:
         notes_deliver(run_id=run.run_id)
