@@ -32,4 +32,6 @@ def start_in_process_watchdog(interval_s: float = 10.0) -> None:
     if _started.is_set():
         return
     _started.set()
-    threading.Thread(target=run_watchdog_forever, args=(interval_s,), name="chat-watchdog", daemon=True).start()
+    threading.Thread(
+        target=run_watchdog_forever, args=(interval_s,), name="chat-watchdog", daemon=True
+    ).start()
