@@ -41,6 +41,10 @@ OWNER_EVENTS = (
 RESUME_WAIT_S = 3.0
 
 
+class WorkflowGone(ApplicationError):
+    """The socket's workflow no longer exists for this user: the socket is closed 4404."""
+
+
 class _Bucket:
     """Per-socket token bucket: `rate` frames per second, bursts up to `burst`."""
 
@@ -144,10 +148,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
             return
         try:
-            if not await self._owns():
-                await self.close(code=CLOSE_NOT_FOUND)
-                return
+            # Ownership is checked inside each operation's database call (`_workflow`), so a frame
+            # costs one round trip to the thread pool, not two.
             result = await handler(frame)
+        except WorkflowGone:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
         except ApplicationError as exc:
             await self._send(_error(exc.code, exc.message, exc.extra, request_id))
             return
@@ -266,7 +272,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
     # --- sync helpers (database) ------------------------------------------------------------------
 
     def _workflow(self) -> Any:
-        return workflow_for_owner(owner=self.user, workflow_id=self.workflow_id)
+        try:
+            return workflow_for_owner(owner=self.user, workflow_id=self.workflow_id)
+        except ApplicationError as exc:
+            raise WorkflowGone(exc.code, exc.message, status=exc.status) from exc
 
     @db_call
     def _owns(self) -> bool:
@@ -283,7 +292,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         return chat_history(workflow=self._workflow(), before=before, limit=limit)
 
     def _snapshot(self, run_id: str) -> dict[str, Any]:
-        run = ChatRun.objects.filter(run_id=run_id, workflow_id=self.workflow_id).first()
+        workflow = self._workflow()
+        run = ChatRun.objects.filter(run_id=run_id, workflow_id=workflow.pk).first()
         if run is None:
             raise ApplicationError("not_found", "No such run.", status=404)
         return render_run_snapshot(run)

@@ -56,7 +56,7 @@ logger = logging.getLogger(__name__)
 
 DRAFT_FLUSH_S = 0.25
 HEARTBEAT_S = 5.0
-STOP_POLL_S = 0.5
+STOP_POLL_S = 2.0  # fallback only: Stop normally arrives through the channel layer
 DEFAULT_MODELS = {"offline": "offline-demo"}
 
 
@@ -300,7 +300,7 @@ class RunStream:
         self.seq = run.last_seq
         self.text = ""
         self.steps: list[dict[str, Any]] = []
-        self._flushed_at = 0.0
+        self._flushed_at = time.monotonic()  # the claim just wrote the row
         self._dirty = False
         self._separate = False
         self._pending = ""
