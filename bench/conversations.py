@@ -224,9 +224,19 @@ def main() -> None:
         key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=f"agent-{n}")
         key_ev = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=f"agent-ev-{n}")
         for chunk in range(0, n, 500):
-            conversation_append(key=key, messages=base[chunk : chunk + 500], expected_length=chunk)
+            digest = conversation_append(
+                key=key, messages=base[chunk : chunk + 500], expected_length=chunk
+            ).digest
             conversation_append(key=key_ev, messages=base[chunk : chunk + 500], expected_length=chunk)
-        state: dict[str, Any] = {"ours_len": n, "ev_len": n, "jsonb": list(base), "lg": list(base)}
+        # The runtime's sink knows the head digest of its previous write and passes it (one-statement append).
+        state: dict[str, Any] = {
+            "ours_len": n,
+            "ours_digest": digest,
+            "ev_len": n,
+            "ev_digest": digest,
+            "jsonb": list(base),
+            "lg": list(base),
+        }
         raw.execute(
             "INSERT INTO bench_jsonb_conversation (key, messages) VALUES (%s, %s)",
             (f"k{n}", json.dumps(base)),
@@ -250,21 +260,37 @@ def main() -> None:
                 if s == "ours":
                     events_module.publish_now = lambda *a, **k: None
                     try:
+                        box_ours: dict[str, Any] = {}
                         ms = _timed(
-                            lambda: conversation_append(
-                                key=key, messages=turn, expected_length=state["ours_len"]
+                            lambda: box_ours.setdefault(
+                                "w",
+                                conversation_append(
+                                    key=key,
+                                    messages=turn,
+                                    expected_length=state["ours_len"],
+                                    expected_digest=state["ours_digest"],
+                                ),
                             )
                         )
                     finally:
                         events_module.publish_now = publish
                     state["ours_len"] += len(turn)
+                    state["ours_digest"] = box_ours["w"].digest
                 elif s == "ours+event":
+                    box_ev: dict[str, Any] = {}
                     ms = _timed(
-                        lambda: conversation_append(
-                            key=key_ev, messages=turn, expected_length=state["ev_len"]
+                        lambda: box_ev.setdefault(
+                            "w",
+                            conversation_append(
+                                key=key_ev,
+                                messages=turn,
+                                expected_length=state["ev_len"],
+                                expected_digest=state["ev_digest"],
+                            ),
                         )
                     )
                     state["ev_len"] += len(turn)
+                    state["ev_digest"] = box_ev["w"].digest
                 elif s == "jsonb":
                     state["jsonb"].extend(turn)
                     ms = _timed(

@@ -135,6 +135,7 @@ class Prepared:
     policies: LoopPolicies
     tool_result_max_chars: int
     tool_names: list[str] = field(default_factory=list)
+    digest: str = ""
 
 
 def _agent_for_trigger(graph: dict[str, Any]) -> str | None:
@@ -215,6 +216,7 @@ def prepare_run(run: ChatRun) -> Prepared:
 
     stored: list[Message] = []
     notes_block = ""
+    digest = ""
     if key is not None:
         loaded = conversation_load(key=key)
         stored = close_unanswered_tool_calls(loaded)
@@ -223,7 +225,9 @@ def prepare_run(run: ChatRun) -> Prepared:
         cursor = conversation_cursor(key=key)
         chat_services.run_record_cursors(run_id=run.run_id, cursors={agent: cursor.as_dict()})
         notes_block = render_notes_block(notes_read(key=key))
-        conversations.conversation_append(key=key, messages=[user], expected_length=cursor.length)
+        digest = conversations.conversation_append(
+            key=key, messages=[user], expected_length=cursor.length, expected_digest=cursor.digest
+        ).digest
     system_prompt = str(params.get("system_prompt") or "You are a helpful assistant.")
     ratio = params.get("compaction_ratio")
     return Prepared(
@@ -238,6 +242,7 @@ def prepare_run(run: ChatRun) -> Prepared:
         policies=LoopPolicies(compaction_ratio=float(ratio) if ratio else 0.8),
         tool_result_max_chars=int(params.get("tool_result_max_chars", 100_000)),
         tool_names=(["memory"] if memories else []) + (["notes"] if key is not None else []),
+        digest=digest,
     )
 
 
@@ -248,21 +253,23 @@ class ConversationSink:
     """Appends every committed message to the stored conversation (`conversation_append` with the
     expected length, so a concurrent writer is refused rather than merged)."""
 
-    def __init__(self, key: ConversationKey | None, length: int) -> None:
+    def __init__(self, key: ConversationKey | None, length: int, digest: str = "") -> None:
         self.key = key
         self.length = length
+        self.digest = digest
 
     async def _append(self, message: Message, usage: Usage | None = None) -> None:
         if self.key is None:
             self.length += 1
             return
-        await db_call(conversations.conversation_append)(
+        write = await db_call(conversations.conversation_append)(
             key=self.key,
             messages=[message],
             expected_length=self.length,
             usage=usage.as_dict() if usage is not None else None,
+            expected_digest=self.digest or None,
         )
-        self.length += 1
+        self.length, self.digest = write.length, write.digest
 
     async def assistant(self, message: Message) -> None:
         await self._append(message)
@@ -275,7 +282,8 @@ class ConversationSink:
 
     async def replace_all(self, messages: list[Message]) -> None:
         if self.key is not None:
-            await db_call(conversations.conversation_save)(key=self.key, messages=messages)
+            write = await db_call(conversations.conversation_save)(key=self.key, messages=messages)
+            self.digest = write.digest
         self.length = len(messages)
 
 
@@ -477,7 +485,7 @@ async def execute_run(run_id: str, *, claimant: str | None = None) -> str:
             owner_id=prepared.owner_id,
             extras={"memory_node_id": prepared.memory_node_id, "actor": f"agent:{run.run_id}"},
         )
-        sink = ConversationSink(prepared.key, len(prepared.messages))
+        sink = ConversationSink(prepared.key, len(prepared.messages), prepared.digest)
 
         async def on_event(event: Any) -> None:
             if isinstance(event, TextDelta):

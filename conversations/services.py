@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 
@@ -247,24 +247,120 @@ def _write_from(
 # --- the conversation ---------------------------------------------------------------------------------
 
 
-@transaction.atomic
 def conversation_append(
     *,
     key: ConversationKey,
     messages: Sequence[Mapping[str, Any]],
     expected_length: int,
     usage: TokenUsage | Mapping[str, int] | None = None,
+    expected_digest: str | None = None,
 ) -> ConversationWrite:
     """Append `messages` after exactly `expected_length` stored ones — the per-turn fast path.
 
     O(turn): one locked read of the head row, one insert, one update. A stale `expected_length` is
     refused with `conversation_conflict` (`extra.length` = the stored length); nothing is merged.
     `usage` adds to the lifetime token counters.
+
+    A caller that knows the head digest it is appending after (the `digest` of its previous write)
+    passes `expected_digest`: on PostgreSQL the check, the insert and the head update then go to the
+    database as one statement (one round trip); any mismatch falls back to the locked path, which
+    answers with the precise conflict.
     """
     if isinstance(expected_length, bool) or not isinstance(expected_length, int) or expected_length < 0:
         raise invalid("expected_length must be an integer ≥ 0.")
     prepared = _prepare(list(messages))
     usage_counts = TokenUsage.from_value(usage)
+    if expected_digest and prepared.wires and connection.vendor == "postgresql":
+        written = _append_one_statement(key, prepared, expected_length, expected_digest, usage_counts)
+        if written is not None:
+            return written
+    return _append_locked(key, prepared, expected_length, usage_counts)
+
+
+_APPEND_SQL = """
+WITH head AS (
+    SELECT id FROM conversations_agentconversation
+    WHERE workflow_id = %(workflow_id)s AND generation = %(generation)s AND agent_node_id = %(agent)s
+      AND length = %(length)s AND head_digest = %(digest)s
+    FOR UPDATE
+), added AS (
+    INSERT INTO conversations_conversationmessage (conversation_id, seq, wire, digest, size, created_at)
+    SELECT head.id, %(length)s + m.ord - 1, m.wire, m.digest, m.size, %(now)s
+    FROM head, unnest(%(wires)s::jsonb[], %(digests)s::varchar[], %(sizes)s::int[])
+         WITH ORDINALITY AS m(wire, digest, size, ord)
+    RETURNING 1
+)
+UPDATE conversations_agentconversation AS c SET
+    length = c.length + %(count)s, bytes = c.bytes + %(bytes)s, revision = c.revision + 1,
+    head_digest = %(head_digest)s, updated_at = %(now)s,
+    input_tokens = c.input_tokens + %(input)s, output_tokens = c.output_tokens + %(output)s,
+    cache_read_tokens = c.cache_read_tokens + %(cache_read)s,
+    cache_write_tokens = c.cache_write_tokens + %(cache_write)s,
+    last_input_tokens = COALESCE(%(last_input)s, c.last_input_tokens)
+FROM head WHERE c.id = head.id AND (SELECT count(*) FROM added) = %(count)s
+RETURNING c.owner_id, c.length, c.revision, c.bytes, c.notes_revision
+"""
+
+
+def _append_one_statement(
+    key: ConversationKey,
+    prepared: _Prepared,
+    expected_length: int,
+    expected_digest: str,
+    usage: TokenUsage | None,
+) -> ConversationWrite | None:
+    """The PostgreSQL fast path: None when the head is not exactly (`expected_length`, `expected_digest`)."""
+    digests = _chain(prepared.texts, expected_digest)
+    params = {
+        "workflow_id": key.workflow_id,
+        "generation": key.generation,
+        "agent": key.agent_node_id,
+        "length": expected_length,
+        "digest": expected_digest,
+        "wires": prepared.texts,
+        "digests": digests,
+        "sizes": prepared.sizes,
+        "count": len(prepared.wires),
+        "bytes": sum(prepared.sizes),
+        "head_digest": digests[-1],
+        "now": timezone.now(),
+        "input": usage.input_tokens if usage else 0,
+        "output": usage.output_tokens if usage else 0,
+        "cache_read": usage.cache_read_tokens if usage else 0,
+        "cache_write": usage.cache_write_tokens if usage else 0,
+        "last_input": usage.input_tokens + usage.cache_read_tokens if usage else None,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_APPEND_SQL, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    owner_id, length, revision, size, notes_revision = row
+    publish_on_commit(
+        owner_group(owner_id),
+        "context.updated",
+        {
+            "workflow_id": key.workflow_id,
+            "generation": key.generation,
+            "agent_node_id": key.agent_node_id,
+            "length": length,
+            "revision": revision,
+        },
+    )
+    return ConversationWrite(
+        applied=True,
+        length=length,
+        revision=revision,
+        bytes=size,
+        digest=digests[-1],
+        notes_revision=notes_revision,
+    )
+
+
+@transaction.atomic
+def _append_locked(
+    key: ConversationKey, prepared: _Prepared, expected_length: int, usage_counts: TokenUsage | None
+) -> ConversationWrite:
     has_write = bool(prepared.wires) or usage_counts is not None
     head = _lock_head(key, create=has_write and expected_length == 0)
     current = head.length if head is not None else 0

@@ -1,0 +1,71 @@
+"""The one-statement append on PostgreSQL stores exactly what the locked path stores."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from conversations.errors import CONVERSATION_CONFLICT
+from conversations.models import AgentConversation, ConversationMessage
+from conversations.selectors import conversation_cursor, conversation_load
+from conversations.services import conversation_append
+from conversations.types import ConversationKey
+from opencompany.core.errors import ApplicationError
+from tests.conversations.conftest import tool_turn, turns
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def test_fast_path_matches_the_locked_path_and_is_one_statement(workflow, events):
+    fast = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="fast")
+    slow = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="slow")
+    events.subscribe(f"owner.{workflow.owner_id}")
+    first = conversation_append(key=fast, messages=turns(2), expected_length=0)
+    conversation_append(key=slow, messages=turns(2), expected_length=0)
+    events.drain()
+
+    with CaptureQueriesContext(connection) as queries:
+        write = conversation_append(
+            key=fast,
+            messages=tool_turn("c1"),
+            expected_length=2,
+            expected_digest=first.digest,
+            usage={"input_tokens": 7, "output_tokens": 3},
+        )
+    conversation_append(
+        key=slow, messages=tool_turn("c1"), expected_length=2, usage={"input_tokens": 7, "output_tokens": 3}
+    )
+
+    assert len(queries.captured_queries) == 1
+    assert conversation_load(key=fast) == conversation_load(key=slow)
+    assert conversation_cursor(key=fast).digest == conversation_cursor(key=slow).digest == write.digest
+    heads = {h.agent_node_id: h for h in AgentConversation.objects.filter(workflow_id=workflow.pk)}
+    for field in (
+        "length",
+        "revision",
+        "bytes",
+        "input_tokens",
+        "output_tokens",
+        "last_input_tokens",
+        "head_digest",
+    ):
+        assert getattr(heads["fast"], field) == getattr(heads["slow"], field), field
+    assert (write.length, write.revision) == (4, heads["fast"].revision)
+    assert [e["data"]["agent_node_id"] for e in events.drain()] == ["fast", "slow"]
+
+
+def test_a_stale_digest_or_length_falls_back_to_the_conflict(workflow, events):
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="a")
+    first = conversation_append(key=key, messages=turns(2), expected_length=0)
+    events.subscribe(f"owner.{workflow.owner_id}")
+
+    with pytest.raises(ApplicationError) as stale_length:
+        conversation_append(key=key, messages=turns(1), expected_length=1, expected_digest=first.digest)
+    # right length, wrong digest: the row is not this caller's idea of the conversation
+    appended = conversation_append(key=key, messages=turns(1), expected_length=2, expected_digest="0" * 64)
+
+    assert stale_length.value.code == CONVERSATION_CONFLICT
+    assert stale_length.value.extra["length"] == 2
+    assert appended.length == 3  # the locked path checks the length only, and it matched
+    assert ConversationMessage.objects.filter(conversation__agent_node_id="a").count() == 3
