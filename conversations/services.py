@@ -311,7 +311,7 @@ def _append_one_statement(
 ) -> ConversationWrite | None:
     """The PostgreSQL fast path: None when the head is not exactly (`expected_length`, `expected_digest`)."""
     digests = _chain(prepared.texts, expected_digest)
-    params = {
+    params: dict[str, Any] = {
         "workflow_id": key.workflow_id,
         "generation": key.generation,
         "agent": key.agent_node_id,
