@@ -106,6 +106,6 @@ def test_static_assets_are_served_with_debug_off(client: Client, settings: Any) 
 
     assert script.status_code == 200
     assert script.headers["Content-Type"].startswith("text/javascript")
-    assert b"renderText" in b"".join(script.streaming_content)
+    assert b"renderText" in b"".join(script.streaming_content)  # type: ignore[attr-defined]
     assert style.status_code == 200
     assert style.headers["Content-Type"].startswith("text/css")
