@@ -67,6 +67,7 @@ def _list_values(request: Request, name: str) -> list[str]:
 
 class MemoryItemsView(MemoryView):
     @extend_schema(
+        operation_id="memory_items_list",
         parameters=[
             s.ListQuery,
             OpenApiParameter("categories", str, many=True),
@@ -119,7 +120,7 @@ class MemoryItemsView(MemoryView):
 
 
 class MemoryItemView(MemoryView):
-    @extend_schema(responses=s.MemoryItemOutput)
+    @extend_schema(operation_id="memory_item_get", responses=s.MemoryItemOutput)
     def get(self, request: Request, workflow_id: str, memory_node_id: str, memory_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
         return Response(selectors.memory_get(scope=scope, memory_id=memory_id))
