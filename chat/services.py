@@ -274,7 +274,7 @@ def chat_stop(*, workflow: Workflow, run_id: str) -> ChatRun:
         )
         run.refresh_from_db()
         _publish_run_event(run, "run.stopped", {"reply_message_id": None})
-        _deliver_notes_on_commit(run)
+        _publish_thread_changed(run)
     elif run.state == ChatRun.State.RUNNING:
         ChatRun.objects.filter(pk=run.pk, state=ChatRun.State.RUNNING).update(
             state=ChatRun.State.STOPPING, stop_requested_at=now
@@ -308,12 +308,11 @@ def _publish_run_event(run: ChatRun, type: str, data: dict[str, Any]) -> None:
     publish_on_commit(chat_group(run.workflow_id), type, payload)
 
 
-def _deliver_notes_on_commit(run: ChatRun) -> None:
-    thread_id = run.thread_id
+def _publish_thread_changed(run: ChatRun) -> None:
+    """The thread's live runs changed (a queued run ended without answering: its notes stay untold)."""
     publish_on_commit(
         chat_group(run.workflow_id), "thread.updated", {"workflow_id": run.workflow_id, "role": None}
     )
-    del thread_id
 
 
 # --- feedback and notes -----------------------------------------------------------------------------
