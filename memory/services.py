@@ -259,7 +259,81 @@ def _initial_indexing_state() -> str:
 # --- entry points ----------------------------------------------------------------------------
 
 
-@transaction.atomic
+class _FastPathMissed(Exception):
+    """The one-statement remember did not apply (replay, quota, missing namespace): roll it back and
+    let the general path answer precisely."""
+
+
+def _insert_columns(obj: Any) -> tuple[list[str], list[Any]]:
+    """Column names and database values of a model instance, without its auto primary key."""
+    columns: list[str] = []
+    values: list[Any] = []
+    for field in type(obj)._meta.concrete_fields:
+        if field.primary_key and getattr(obj, field.attname) is None:
+            continue  # an auto primary key: the database assigns it
+        columns.append(connection.ops.quote_name(field.column))
+        values.append(field.get_db_prep_save(getattr(obj, field.attname), connection))
+    return columns, values
+
+
+def _remember_one_statement(
+    *,
+    scope: MemoryScope,
+    item: MemoryItem,
+    revision: MemoryRevision,
+    operation_id: str | None,
+    request_fp: str,
+    receipt_result: dict[str, Any],
+    now: datetime,
+) -> int | None:
+    """PostgreSQL: claim the receipt, take a quota slot, insert the item and its first revision in
+    one statement. Returns the new item's pk, or None when any step did not apply."""
+    params: list[Any] = []
+    parts: list[str] = []
+    claim = ""
+    if operation_id is not None:
+        receipt_table = MemoryReceipt._meta.db_table
+        parts.append(
+            f"r AS (INSERT INTO {receipt_table} "  # noqa: S608 - our table names, values bound
+            "(namespace, workflow_id, operation_id, operation, fingerprint, result, created_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, operation_id) DO NOTHING RETURNING 1)"
+        )
+        params += [
+            scope.namespace,
+            scope.workflow_id,
+            operation_id,
+            "remember",
+            request_fp,
+            MemoryReceipt._meta.get_field("result").get_db_prep_value(receipt_result, connection),
+            now,
+        ]
+        claim = " AND EXISTS (SELECT 1 FROM r)"
+    parts.append(
+        f"ns AS (UPDATE {MemoryNamespace._meta.db_table} SET item_count = item_count + 1, updated_at = %s "  # noqa: S608
+        f"WHERE id = %s AND item_count < %s{claim} RETURNING 1)"
+    )
+    params += [now, scope.namespace, int(settings.OPENCOMPANY_MEMORY_MAX_ITEMS)]
+    item_columns, item_values = _insert_columns(item)
+    parts.append(
+        f"it AS (INSERT INTO {MemoryItem._meta.db_table} ({', '.join(item_columns)}) "  # noqa: S608
+        f"SELECT {', '.join(['%s'] * len(item_values))} FROM ns RETURNING id)"
+    )
+    params += item_values
+    revision_columns, revision_values = _insert_columns(revision)
+    parts.append(
+        f"rv AS (INSERT INTO {MemoryRevision._meta.db_table} ({', '.join(revision_columns)}) "  # noqa: S608
+        f"SELECT {', '.join(['%s'] * len(revision_values))} FROM it RETURNING 1)"
+    )
+    params += revision_values
+    sql = "WITH " + ", ".join(parts) + " SELECT (SELECT id FROM it), (SELECT count(*) FROM rv)"  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None or row[0] is None or row[1] != 1:
+        return None
+    return int(row[0])
+
+
 def memory_remember(
     *,
     scope: MemoryScope,
@@ -272,7 +346,35 @@ def memory_remember(
     operation_id: str | None = None,
 ) -> MemoryResult:
     """Store a new item (version 1) in the scope. `memory_quota_exceeded` past
-    `OPENCOMPANY_MEMORY_MAX_ITEMS` items in the namespace."""
+    `OPENCOMPANY_MEMORY_MAX_ITEMS` items in the namespace.
+
+    On PostgreSQL the common case (a new receipt, room in an existing namespace) is one statement in
+    one transaction; anything else (a replay, a reused key, a full or new namespace) is rolled back and
+    answered by the general path.
+    """
+    args = (scope, content, actor, title, category, tags, expires_at, operation_id)
+    if connection.vendor == "postgresql":
+        try:
+            with transaction.atomic():
+                return _remember(*args, fast=True)
+        except _FastPathMissed:
+            pass
+    with transaction.atomic():
+        return _remember(*args, fast=False)
+
+
+def _remember(
+    scope: MemoryScope,
+    content: str,
+    actor: str,
+    title: str | None,
+    category: str | None,
+    tags: list[str] | None,
+    expires_at: datetime | str | None,
+    operation_id: str | None,
+    *,
+    fast: bool,
+) -> MemoryResult:
     actor = f.clean_actor(actor)
     operation_id = f.clean_operation_id(operation_id)
     clean_tags = f.clean_tags(tags)
@@ -304,12 +406,30 @@ def memory_remember(
         **clean,
     )
     view = memory_view(item)
+    receipt_result = _receipt_meta(view, operation="remember", revision_version=1)
+    if fast:
+        pk = _remember_one_statement(
+            scope=scope,
+            item=item,
+            revision=_revision_from(item, operation="remember", actor=actor, at=now, version=1),
+            operation_id=operation_id,
+            request_fp=request_fp,
+            receipt_result=receipt_result,
+            now=now,
+        )
+        if pk is None:
+            raise _FastPathMissed
+        item.pk = pk
+        _publish(scope, "remember", item.memory_id, 1)
+        if item.indexing_state == IndexingState.PENDING:
+            _schedule_embedding([item.pk])
+        return MemoryResult("remember", view, Receipt(operation_id, applied=True))
     replay = _claim_receipt(
         scope=scope,
         operation_id=operation_id,
         operation="remember",
         request_fingerprint=request_fp,
-        result=_receipt_meta(view, operation="remember", revision_version=1),
+        result=receipt_result,
     )
     if replay is not None and operation_id is not None:
         return _replay_item(replay, operation_id)
