@@ -259,11 +259,6 @@ def _initial_indexing_state() -> str:
 # --- entry points ----------------------------------------------------------------------------
 
 
-class _FastPathMissed(Exception):
-    """The one-statement remember did not apply (replay, quota, missing namespace): roll it back and
-    let the general path answer precisely."""
-
-
 def _insert_columns(obj: Any) -> tuple[list[str], list[Any]]:
     """Column names and database values of a model instance, without its auto primary key."""
     columns: list[str] = []
@@ -286,17 +281,28 @@ def _remember_one_statement(
     receipt_result: dict[str, Any],
     now: datetime,
 ) -> int | None:
-    """PostgreSQL: claim the receipt, take a quota slot, insert the item and its first revision in
-    one statement. Returns the new item's pk, or None when any step did not apply."""
-    params: list[Any] = []
-    parts: list[str] = []
-    claim = ""
+    """PostgreSQL: take a quota slot, claim the receipt, insert the item and its first revision in one
+    statement, each step only if the one before applied (so the statement is all or nothing even in
+    autocommit). Returns the new item's pk, or None when it did not apply (new or full namespace, a
+    receipt already there); the caller then takes the general path."""
+    namespace_table, receipt_table = MemoryNamespace._meta.db_table, MemoryReceipt._meta.db_table
+    params: list[Any] = [now, scope.namespace, int(settings.OPENCOMPANY_MEMORY_MAX_ITEMS)]
+    unclaimed = ""
     if operation_id is not None:
-        receipt_table = MemoryReceipt._meta.db_table
+        unclaimed = (  # noqa: S608 - our table name, values bound
+            f" AND NOT EXISTS (SELECT 1 FROM {receipt_table} WHERE namespace = %s AND operation_id = %s)"
+        )
+        params += [scope.namespace, operation_id]
+    parts = [
+        f"ns AS (UPDATE {namespace_table} SET item_count = item_count + 1, updated_at = %s "  # noqa: S608 - our tables
+        f"WHERE id = %s AND item_count < %s{unclaimed} RETURNING 1)"
+    ]
+    source = "ns"
+    if operation_id is not None:
         parts.append(
             f"r AS (INSERT INTO {receipt_table} "  # noqa: S608 - our table names, values bound
             "(namespace, workflow_id, operation_id, operation, fingerprint, result, created_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, operation_id) DO NOTHING RETURNING 1)"
+            "SELECT %s, %s, %s, %s, %s, %s, %s FROM ns ON CONFLICT (namespace, operation_id) DO NOTHING RETURNING 1)"
         )
         params += [
             scope.namespace,
@@ -307,16 +313,11 @@ def _remember_one_statement(
             MemoryReceipt._meta.get_field("result").get_db_prep_value(receipt_result, connection),
             now,
         ]
-        claim = " AND EXISTS (SELECT 1 FROM r)"
-    parts.append(
-        f"ns AS (UPDATE {MemoryNamespace._meta.db_table} SET item_count = item_count + 1, updated_at = %s "  # noqa: S608
-        f"WHERE id = %s AND item_count < %s{claim} RETURNING 1)"
-    )
-    params += [now, scope.namespace, int(settings.OPENCOMPANY_MEMORY_MAX_ITEMS)]
+        source = "r"
     item_columns, item_values = _insert_columns(item)
     parts.append(
         f"it AS (INSERT INTO {MemoryItem._meta.db_table} ({', '.join(item_columns)}) "  # noqa: S608
-        f"SELECT {', '.join(['%s'] * len(item_values))} FROM ns RETURNING id)"
+        f"SELECT {', '.join(['%s'] * len(item_values))} FROM {source} RETURNING id)"
     )
     params += item_values
     revision_columns, revision_values = _insert_columns(revision)
@@ -325,13 +326,20 @@ def _remember_one_statement(
         f"SELECT {', '.join(['%s'] * len(revision_values))} FROM it RETURNING 1)"
     )
     params += revision_values
-    sql = "WITH " + ", ".join(parts) + " SELECT (SELECT id FROM it), (SELECT count(*) FROM rv)"  # noqa: S608
+    sql = "WITH " + ", ".join(parts) + " SELECT (SELECT count(*) FROM ns), (SELECT id FROM it)"  # noqa: S608
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
-    if row is None or row[0] is None or row[1] != 1:
-        return None
-    return int(row[0])
+        if row is not None and row[1] is not None:
+            return int(row[1])
+        if row is not None and row[0]:
+            # A concurrent request claimed the same operation id between the check and the insert:
+            # give the slot back; the general path replays that request's result.
+            cursor.execute(
+                f"UPDATE {namespace_table} SET item_count = item_count - 1 WHERE id = %s",  # noqa: S608
+                [scope.namespace],
+            )
+    return None
 
 
 def memory_remember(
@@ -348,19 +356,19 @@ def memory_remember(
     """Store a new item (version 1) in the scope. `memory_quota_exceeded` past
     `OPENCOMPANY_MEMORY_MAX_ITEMS` items in the namespace.
 
-    On PostgreSQL the common case (a new receipt, room in an existing namespace) is one statement in
-    one transaction; anything else (a replay, a reused key, a full or new namespace) is rolled back and
-    answered by the general path.
+    On PostgreSQL the common case (a new receipt, room in an existing namespace) is one statement, one
+    round trip; anything else (a replay, a reused key, a full or new namespace) writes nothing there and
+    is answered by the general path in its own transaction.
     """
     args = (scope, content, actor, title, category, tags, expires_at, operation_id)
     if connection.vendor == "postgresql":
-        try:
-            with transaction.atomic():
-                return _remember(*args, fast=True)
-        except _FastPathMissed:
-            pass
+        fast = _remember(*args, fast=True)  # one statement: atomic on its own
+        if fast is not None:
+            return fast
     with transaction.atomic():
-        return _remember(*args, fast=False)
+        result = _remember(*args, fast=False)
+    assert result is not None  # noqa: S101 - the general path always answers or raises
+    return result
 
 
 def _remember(
@@ -374,7 +382,7 @@ def _remember(
     operation_id: str | None,
     *,
     fast: bool,
-) -> MemoryResult:
+) -> MemoryResult | None:
     actor = f.clean_actor(actor)
     operation_id = f.clean_operation_id(operation_id)
     clean_tags = f.clean_tags(tags)
@@ -418,7 +426,7 @@ def _remember(
             now=now,
         )
         if pk is None:
-            raise _FastPathMissed
+            return None
         item.pk = pk
         _publish(scope, "remember", item.memory_id, 1)
         if item.indexing_state == IndexingState.PENDING:
