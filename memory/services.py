@@ -289,8 +289,8 @@ def _remember_one_statement(
     params: list[Any] = [now, scope.namespace, int(settings.OPENCOMPANY_MEMORY_MAX_ITEMS)]
     unclaimed = ""
     if operation_id is not None:
-        unclaimed = (  # noqa: S608 - our table name, values bound
-            f" AND NOT EXISTS (SELECT 1 FROM {receipt_table} WHERE namespace = %s AND operation_id = %s)"
+        unclaimed = (
+            f" AND NOT EXISTS (SELECT 1 FROM {receipt_table} WHERE namespace = %s AND operation_id = %s)"  # noqa: S608
         )
         params += [scope.namespace, operation_id]
     parts = [
