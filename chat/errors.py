@@ -17,6 +17,7 @@ NOT_DELIVERED = "not_delivered"
 TIMED_OUT = "timed_out"
 INTERRUPTED = "interrupted"
 CLEARED = "cleared"
+RESET = "reset"
 PERSIST_FAILED = "persist_failed"
 
 STATUS = {

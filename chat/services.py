@@ -26,6 +26,7 @@ from chat.selectors import Tree, live_generation, runs_of, tree_of
 from conversations import services as conversations
 from conversations.models import BranchSnapshot
 from conversations.types import ConversationKey
+from graphs.hooks import ResetContext
 from graphs.models import Workflow
 from opencompany.core.errors import ApplicationError, invalid, not_found
 from opencompany.core.events import chat_group, publish_now, publish_on_commit
@@ -939,3 +940,25 @@ def chat_end_run(*, run_id: str) -> ChatRun | None:
         if ended is not None:
             transaction.on_commit(partial(_publish_stop, ended.run_id), robust=True)
         return ended
+
+
+def chat_reset_hook(ctx: ResetContext) -> dict[str, Any]:
+    """Reset hook: a closed generation's live runs end `error/reset` (their drafts kept), freeing the lane
+    for the next generation. Runs inside Reset's transaction."""
+    ended = 0
+    for run_id in ChatRun.objects.filter(
+        workflow_id=ctx.workflow_id, generation=ctx.generation, state__in=LIVE_STATES
+    ).values_list("run_id", flat=True):
+        run = ChatRun.objects.get(run_id=run_id)
+        if run_finish(
+            run_id=run_id,
+            claimant=None,
+            outcome=ChatRun.State.ERROR,
+            text=run.draft_text,
+            seq=run.last_seq,
+            error_code=errors.RESET,
+            error_message="The workflow was reset.",
+        ):
+            transaction.on_commit(partial(_publish_stop, run_id), robust=True)
+            ended += 1
+    return {"runs_ended": ended}
