@@ -1,6 +1,6 @@
 """Benchmark: per-turn save and load of agent conversations on PostgreSQL (DESIGN §6, §13).
 
-Compares, in one interleaved run and on one PostgreSQL server:
+Compares, in one run interleaved turn by turn (a fresh seeded order each round) on one PostgreSQL server:
   ours      conversations.services.conversation_append (head row + append-only rows) / conversation_load
   jsonb     raw psycopg, one JSONB row per conversation rewritten by an upsert every turn / one SELECT
   langgraph langgraph-checkpoint-postgres PostgresSaver.put (whole channel value per version) / get_tuple
@@ -253,9 +253,14 @@ def main() -> None:
         lg_config = lg_put(state["lg"], lg_version, lg_config)
         for s in systems:
             results[(s, n)] = {"save": [], "load": [], "wal": []}
+        order_rng = random.Random(SEED + n)
         for _ in range(ROUNDS):
             turn = work.turn()
-            for s in systems:
+            # Interleaved in a fresh seeded order each round, so no system always follows the same
+            # neighbour (a multi-megabyte write slows the fsync right after it, whoever comes next).
+            order = list(systems)
+            order_rng.shuffle(order)
+            for s in order:
                 start = lsn()
                 if s == "ours":
                     events_module.publish_now = lambda *a, **k: None
@@ -308,7 +313,7 @@ def main() -> None:
                     lg_config = box["c"]
                 results[(s, n)]["wal"].append(wal_since(start))
                 results[(s, n)]["save"].append(ms)
-            for s in systems:
+            for s in order:
                 if s in ("ours", "ours+event"):
                     ms = _timed(lambda: conversation_load(key=key if s == "ours" else key_ev))
                 elif s == "jsonb":

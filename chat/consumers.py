@@ -248,6 +248,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     # --- outbound ---------------------------------------------------------------------------------
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Group events go straight to `app_event`. Channels' dispatch first closes stale database
+        connections through a thread-pool hop, once per message; forwarding an event touches no
+        database (every database call here goes through `db_call`, which does that itself), and that
+        hop per streamed event was most of the serving pool's work under load."""
+        if message.get("type") == "app.event":
+            await self.app_event(message)
+            return
+        await super().dispatch(message)
+
     async def app_event(self, message: dict[str, Any]) -> None:
         """Group events → frames. Owner-group events are forwarded only for this workflow."""
         event, data = message.get("event", ""), dict(message.get("data") or {})

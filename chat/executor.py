@@ -13,16 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
 from chat import errors
@@ -62,20 +60,37 @@ DEFAULT_MODELS = {"offline": "offline-demo"}
 
 # --- dispatch ---------------------------------------------------------------------------------------
 
-_fallback_loop: asyncio.AbstractEventLoop | None = None
-_fallback_lock = threading.Lock()
+_run_loop: asyncio.AbstractEventLoop | None = None
+_run_loop_lock = threading.Lock()
 _tasks: set[Any] = set()
 
 
-def _background_loop() -> asyncio.AbstractEventLoop:
-    """A process-wide event loop in a daemon thread, for processes without an ASGI loop."""
-    global _fallback_loop
-    with _fallback_lock:
-        if _fallback_loop is None or _fallback_loop.is_closed():
+def _dedicated_run_loop() -> asyncio.AbstractEventLoop:
+    """The process's run loop: an event loop in a daemon thread with its own database threads.
+
+    Runs execute here rather than on the serving loop, so a busy process's run work (preparing
+    requests, the model loop, per-turn appends) queues behind itself and never ahead of websocket
+    frames, admissions and event delivery on the serving loop."""
+    global _run_loop
+    with _run_loop_lock:
+        if _run_loop is None or _run_loop.is_closed():
             loop = asyncio.new_event_loop()
+            workers = int(getattr(settings, "OPENCOMPANY_RUN_DB_THREADS", 1))
+            loop.set_default_executor(
+                ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chat-runs-db")
+            )
             threading.Thread(target=loop.run_forever, name="chat-runs", daemon=True).start()
-            _fallback_loop = loop
-        return _fallback_loop
+            _run_loop = loop
+        return _run_loop
+
+
+def run_loop_for_process() -> asyncio.AbstractEventLoop:
+    """Where in-process runs execute: the dedicated run loop, except with the in-memory channel layer
+    (embedded default, tests), whose queues belong to one loop: there runs share the serving loop."""
+    serving = serving_loop()
+    if serving is not None and isinstance(get_channel_layer(), InMemoryChannelLayer):
+        return serving
+    return _dedicated_run_loop()
 
 
 def _log_failure(future: Any) -> None:
@@ -88,12 +103,12 @@ def _log_failure(future: Any) -> None:
 
 
 def spawn(coro: Coroutine[Any, Any, Any]) -> None:
-    """Start `coro` on the serving loop (or the background loop) without waiting for it.
+    """Start `coro` on the process's run loop without waiting for it.
 
     The task starts with an empty context: it must not inherit the caller's (a sync thread inside
     `database_sync_to_async`, whose executor marker would make every DB call look like a deadlock).
     """
-    loop = serving_loop() or _background_loop()
+    loop = run_loop_for_process()
 
     def create() -> None:
         task = loop.create_task(coro)
@@ -103,9 +118,10 @@ def spawn(coro: Coroutine[Any, Any, Any]) -> None:
     loop.call_soon_threadsafe(create, context=contextvars.Context())
 
 
-def dispatch_run(run_id: str) -> None:
+def dispatch_run(run_id: str, *, claimed: ChatRun | None = None) -> None:
     """Start a run wherever the settings say. Never raises into the caller (the admission committed;
-    the watchdog ends a run nobody picked up)."""
+    the watchdog ends a run nobody picked up). `claimed`: the run row as the admission claimed it
+    (in-process executor), so execution starts without a second claim."""
     mode = str(settings.OPENCOMPANY_RUN_EXECUTOR)
     try:
         if mode == "tasks":
@@ -113,7 +129,7 @@ def dispatch_run(run_id: str) -> None:
 
             execute_run_task.enqueue(run_id)
         elif mode == "inprocess":
-            spawn(execute_run(run_id))
+            spawn(execute_run(run_id, claimed=claimed))
         # "manual": the caller drives execute_run
     except Exception:
         logger.exception("could not dispatch run=%s executor=%s", run_id, mode)
@@ -442,26 +458,22 @@ async def _listen_for_stop(run_id: str, stop: asyncio.Event) -> None:
                 logger.debug("group_discard failed run=%s", run_id)
 
 
-def _claimant() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+async def execute_run(run_id: str, *, claimant: str | None = None, claimed: ChatRun | None = None) -> str:
+    """Claim the run and take it to one terminal state. Returns that state, or `not_claimed`.
 
-
-async def execute_run(run_id: str, *, claimant: str | None = None) -> str:
-    """Claim the run and take it to one terminal state. Returns that state, or `not_claimed`."""
-    claimant = claimant or _claimant()
-    run = await db_call(chat_services.run_claim)(run_id=run_id, claimant=claimant)
-    if run is None:
-        return "not_claimed"
+    `claimed`: the admission already claimed the run for this process and published `run.started`."""
+    if claimed is not None:
+        run = claimed
+        claimant = run.claimant
+    else:
+        claimant = claimant or chat_services.new_claimant()
+        claimed_now = await db_call(chat_services.run_claim)(run_id=run_id, claimant=claimant)
+        if claimed_now is None:
+            return "not_claimed"
+        run = claimed_now
     stream = RunStream(run, claimant)
-    await stream.emit(
-        "run.started",
-        {
-            "kind": run.kind,
-            "user_message_id": run.user_message_uid,
-            "reply_message_id": run.reply_message_uid,
-        },
-        seq=run.last_seq,
-    )
+    if claimed is None:
+        await stream.emit("run.started", chat_services.run_started_event(run), seq=run.last_seq)
     stop = asyncio.Event()
     listener = asyncio.ensure_future(_listen_for_stop(run_id, stop))
     beating = asyncio.ensure_future(_heartbeat(stream))

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import socket
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -171,10 +174,32 @@ def _leaf_parent(thread: ChatThread, generation: int) -> str:
     return ""
 
 
+def new_claimant() -> str:
+    """A run claimant: host, process, and a per-claim token (the watchdog keys heartbeats on it)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _claims_at_admission() -> bool:
+    """In-process runs execute in the admitting process, so the admission is the claim: the run row is
+    written `running` (seq 1) and `run.started` leaves with the admitting commit, with no second
+    transaction and no wait behind the process's run work. Other executors claim with `run_claim`."""
+    return str(settings.OPENCOMPANY_RUN_EXECUTOR) == "inprocess"
+
+
 def _new_run(
     thread: ChatThread, *, generation: int, kind: str, user_message_uid: str, parent_run_id: str = ""
 ) -> ChatRun:
     run_id = mint_id("run")
+    claim: dict[str, Any] = {}
+    if _claims_at_admission():
+        now = timezone.now()
+        claim = {
+            "state": ChatRun.State.RUNNING,
+            "claimant": new_claimant(),
+            "started_at": now,
+            "heartbeat_at": now,
+            "last_seq": 1,
+        }
     try:
         with transaction.atomic():
             return ChatRun.objects.create(
@@ -186,6 +211,7 @@ def _new_run(
                 user_message_uid=user_message_uid,
                 reply_message_uid=f"a_{run_id}",
                 parent_run_id=parent_run_id,
+                **claim,
             )
     except IntegrityError as exc:  # the lane index fired: another run got in first
         live = (
@@ -198,21 +224,36 @@ def _new_run(
         ) from exc
 
 
+def run_started_event(run: ChatRun) -> dict[str, Any]:
+    """The `run.started` payload (seq 1, set by the claim)."""
+    return {
+        "kind": run.kind,
+        "user_message_id": run.user_message_uid,
+        "reply_message_id": run.reply_message_uid,
+    }
+
+
 def _after_admission(thread: ChatThread, run: ChatRun | None, role: str | None) -> None:
     publish_on_commit(
         chat_group(thread.workflow_id),
         "thread.updated",
         {"workflow_id": thread.workflow_id, "revision": thread.revision, "role": role},
     )
-    if run is not None:
+    if run is None:
+        return
+    if run.state == ChatRun.State.RUNNING:  # claimed at admission (in-process executor)
+        _publish_run_event(run, "run.started", run_started_event(run))
+        claimed = run
+        transaction.on_commit(lambda: _dispatch(claimed.run_id, claimed), robust=True)
+    else:
         run_id = run.run_id
         transaction.on_commit(lambda: _dispatch(run_id), robust=True)
 
 
-def _dispatch(run_id: str) -> None:
+def _dispatch(run_id: str, claimed: ChatRun | None = None) -> None:
     from chat.executor import dispatch_run
 
-    dispatch_run(run_id)
+    dispatch_run(run_id, claimed=claimed)
 
 
 # --- send, stop ---------------------------------------------------------------------------------

@@ -34,12 +34,16 @@ def conversation_for_update(*, key: ConversationKey) -> AgentConversation | None
 def _load_sql() -> str:
     quote = connection.ops.quote_name
     messages, heads = ConversationMessage._meta.db_table, AgentConversation._meta.db_table
-    return (
-        f"SELECT m.{quote('wire')} FROM {quote(messages)} m JOIN {quote(heads)} c "  # noqa: S608 - identifiers from model meta, values bound
+    where = (
+        f"FROM {quote(messages)} m JOIN {quote(heads)} c "
         f"ON m.{quote('conversation_id')} = c.{quote('id')} "
         f"WHERE c.{quote('workflow_id')} = %s AND c.{quote('generation')} = %s "
-        f"AND c.{quote('agent_node_id')} = %s ORDER BY m.{quote('seq')}"
+        f"AND c.{quote('agent_node_id')} = %s"
     )
+    if connection.vendor == "postgresql":
+        # One row holding the JSON array text: one protocol row and one json.loads, not one per message.
+        return f"SELECT string_agg(m.{quote('wire')}::text, ',' ORDER BY m.{quote('seq')}) {where}"
+    return f"SELECT m.{quote('wire')} {where} ORDER BY m.{quote('seq')}"
 
 
 def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
@@ -65,6 +69,9 @@ def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
             "The stored conversation could not be read; the run cannot continue without it.",
             status=errors.STATUS[errors.CONVERSATION_LOAD_FAILED],
         ) from exc
+    if connection.vendor == "postgresql":
+        joined = rows[0][0] if rows else None
+        return json.loads(f"[{joined}]") if joined else []
     loads = json.loads
     return [loads(value) if isinstance(value, str | bytes) else value for (value,) in rows]
 

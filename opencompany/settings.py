@@ -229,6 +229,9 @@ OPENCOMPANY_MEMORY_RECEIPT_DAYS = _env_int("OPENCOMPANY_MEMORY_RECEIPT_DAYS", 30
 OPENCOMPANY_EMBEDDER = os.environ.get("OPENCOMPANY_EMBEDDER", "none")
 OPENCOMPANY_RUN_EXECUTOR = os.environ.get("OPENCOMPANY_RUN_EXECUTOR", "inprocess")
 OPENCOMPANY_RUN_TIMEOUT_S = _env_int("OPENCOMPANY_RUN_TIMEOUT_S", 86_400)
+# Database threads of the in-process run loop (the serving loop has its own). One measured best:
+# more threads contend for the GIL with the serving side (docs/benchmarks.md).
+OPENCOMPANY_RUN_DB_THREADS = _env_int("OPENCOMPANY_RUN_DB_THREADS", 1)
 OPENCOMPANY_OFFLINE_PACING_MS = _env_int("OPENCOMPANY_OFFLINE_PACING_MS", 25)
 OPENCOMPANY_DEFAULT_PROVIDER = os.environ.get("OPENCOMPANY_DEFAULT_PROVIDER", "offline")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")

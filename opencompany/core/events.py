@@ -44,15 +44,54 @@ def serving_loop() -> asyncio.AbstractEventLoop | None:
     return loop if loop is not None and loop.is_running() and not loop.is_closed() else None
 
 
+MAX_BATCH = 256
+
+
 async def _drain_queue(queue: asyncio.Queue[tuple[str, dict[str, Any]]]) -> None:
+    """Publish queued events in arrival order, everything waiting at once in one batch."""
     while True:
-        group, message = await queue.get()
+        batch = [await queue.get()]
+        while len(batch) < MAX_BATCH and not queue.empty():
+            batch.append(queue.get_nowait())
         try:
             layer = get_channel_layer()
             if layer is not None:
-                await layer.group_send(group, message)
+                await _publish_batch(layer, batch)
         except Exception:
-            logger.exception("event publish failed group=%s type=%s", group, message.get("event"))
+            logger.exception("event publish failed count=%d", len(batch))
+
+
+async def _publish_batch(layer: Any, batch: list[tuple[str, dict[str, Any]]]) -> None:
+    """Send a batch of group messages in order. On the Redis pub/sub layer the batch is one pipelined
+    round trip per shard (a group always maps to one shard, so each group's order holds); other layers
+    get one `group_send` after another."""
+    loop_layer = _pubsub_loop_layer(layer)
+    if loop_layer is None:
+        for group, message in batch:
+            await layer.group_send(group, message)
+        return
+    shards: dict[int, tuple[Any, list[tuple[str, bytes]]]] = {}
+    for group, message in batch:
+        name = loop_layer._get_group_channel_name(group)
+        shard = loop_layer._get_shard(name)
+        shards.setdefault(id(shard), (shard, []))[1].append((name, layer.serialize(message)))
+    for shard, items in shards.values():
+        shard._ensure_redis()
+        async with shard._redis.pipeline(transaction=False) as pipe:
+            for name, data in items:
+                pipe.publish(name, data)
+            await pipe.execute()
+
+
+def _pubsub_loop_layer(layer: Any) -> Any:
+    """The running loop's `channels_redis` pub/sub layer, or None for any other layer."""
+    try:
+        from channels_redis.pubsub import RedisPubSubChannelLayer
+    except ImportError:  # pragma: no cover - channels-redis is a dependency
+        return None
+    if not isinstance(layer, RedisPubSubChannelLayer):
+        return None
+    return layer._get_layer()
 
 
 def _enqueue(loop: asyncio.AbstractEventLoop, group: str, message: dict[str, Any]) -> None:
@@ -126,7 +165,13 @@ def publish_now(group: str, type: str, data: dict[str, Any]) -> None:
 
 
 async def apublish_now(group: str, type: str, data: dict[str, Any]) -> None:
-    """Async twin of `publish_now` for code already on the event loop."""
+    """Async twin of `publish_now` for code already on an event loop. On a loop other than the serving
+    loop (the run loop), the event joins the serving loop's publisher queue and this returns at once:
+    one FIFO per process keeps every event in order, and the run loop never waits on a publish."""
+    loop = serving_loop()
+    if loop is not None and loop is not asyncio.get_running_loop():
+        publish_now(group, type, data)
+        return
     try:
         layer = get_channel_layer()
         if layer is None:
