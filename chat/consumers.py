@@ -168,8 +168,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def op_send(self, frame: dict[str, Any]) -> dict[str, Any]:
         text = frame.get("text")
-        admission = await db_call(self._call)(
-            services.chat_send,
+        admission = await db_call(services.chat_send_as_owner)(
+            owner_id=self.user.pk,
+            workflow_id=self.workflow_id,
+            load_workflow=self._workflow,
             text=text,
             client_message_id=_str(frame, "client_message_id", required=False, max_len=100),
             expected_revision=_int_or_none(frame.get("expected_revision"), "expected_revision"),

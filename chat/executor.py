@@ -75,7 +75,7 @@ def _dedicated_run_loop() -> asyncio.AbstractEventLoop:
     with _run_loop_lock:
         if _run_loop is None or _run_loop.is_closed():
             loop = asyncio.new_event_loop()
-            workers = int(getattr(settings, "OPENCOMPANY_RUN_DB_THREADS", 1))
+            workers = int(settings.OPENCOMPANY_RUN_DB_THREADS)
             loop.set_default_executor(
                 ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chat-runs-db")
             )

@@ -8,7 +8,8 @@ import pytest
 
 from chat import services
 from chat.executor import execute_run
-from chat.models import ChatRun
+from chat.models import ChatMessage, ChatRun, ChatThread
+from opencompany.core.errors import ApplicationError
 from opencompany.core.events import chat_group
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,3 +84,70 @@ def test_other_executors_leave_the_run_queued_for_a_worker_to_claim(
     assert row.claimant == ""
     assert row.last_seq == 0
     assert dispatched == [(row.run_id, None)]
+
+
+@pytest.mark.postgres
+def test_a_send_on_postgresql_is_one_statement_and_writes_what_the_locked_path_writes(
+    workflow: Any, events: Any, django_assert_num_queries: Any
+) -> None:
+    events.subscribe(chat_group(workflow.pk))
+    first = services.chat_send(workflow=workflow, text="first")  # creates the thread: the locked path
+    services.run_finish(run_id=first.run.run_id, claimant=None, outcome="finished", text="an answer", seq=1)
+    events.drain()
+
+    with django_assert_num_queries(1):
+        second = services.chat_send(workflow=workflow, text="second", client_message_id="c-2")
+
+    reply = f"a_{first.run.run_id}"
+    assert second.created is True
+    assert second.message.parent_uid == reply  # hangs under the answer, the active leaf
+    stored = ChatMessage.objects.get(uid=second.message.uid)
+    assert (stored.text, stored.parent_uid, stored.client_message_id) == ("second", reply, "c-2")
+    assert stored.run_id == second.run.run_id
+    assert stored.generation == first.message.generation
+    thread = ChatThread.objects.get(workflow=workflow)
+    assert thread.active_leaf_uid == second.message.uid
+    assert thread.revision == second.revision
+    assert ChatRun.objects.get(run_id=second.run.run_id).state == ChatRun.State.QUEUED
+    assert [e["type"] for e in events.drain()] == ["thread.updated"]
+
+    # Every other case falls back to the locked path and answers exactly as before.
+    again = services.chat_send(workflow=workflow, text="second", client_message_id="c-2")
+    assert again.created is False
+    assert again.run.run_id == second.run.run_id
+    with pytest.raises(ApplicationError) as busy:
+        services.chat_send(workflow=workflow, text="third")
+    assert busy.value.code == "run_in_progress"
+    assert busy.value.extra == {"run_id": second.run.run_id}
+    with pytest.raises(ApplicationError) as stale:
+        services.chat_send(workflow=workflow, text="third", expected_revision=second.revision - 1)
+    assert stale.value.code in ("revision_conflict", "run_in_progress")
+
+
+@pytest.mark.postgres
+def test_send_as_owner_checks_ownership_inside_the_one_statement(
+    workflow: Any, other_owner: Any, django_assert_num_queries: Any
+) -> None:
+    first = services.chat_send(workflow=workflow, text="first")
+    services.run_finish(run_id=first.run.run_id, claimant=None, outcome="finished", text="an answer", seq=1)
+    loaded: list[str] = []
+
+    def refuse() -> Any:
+        loaded.append("asked")
+        raise ApplicationError("not_found", "No such workflow.", status=404)
+
+    with pytest.raises(ApplicationError) as foreign:
+        services.chat_send_as_owner(
+            owner_id=other_owner.pk, workflow_id=workflow.pk, load_workflow=refuse, text="not yours"
+        )
+    assert foreign.value.code == "not_found"
+    assert loaded == ["asked"]
+    assert not ChatMessage.objects.filter(text="not yours").exists()
+    assert ChatRun.objects.filter(thread__workflow=workflow).count() == 1
+
+    with django_assert_num_queries(1):
+        mine = services.chat_send_as_owner(
+            owner_id=workflow.owner_id, workflow_id=workflow.pk, load_workflow=refuse, text="mine"
+        )
+    assert mine.created is True
+    assert loaded == ["asked"]  # the owner's send never needed the row
