@@ -37,7 +37,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 SIZES = [10, 100, 1_000, 5_000]
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "40"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "80"))  # 40 gave medians that moved ±20% between runs here
 SEED = 20261129
 
 COMMON = (
