@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import cache
 from typing import Any
 
 from django.db import DatabaseError, connection
@@ -12,6 +13,7 @@ from django.db.models import QuerySet
 from conversations import errors
 from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
 from conversations.types import ConversationCursor, ConversationKey, NotesState
+from opencompany.core.db import hot_cursor
 from opencompany.core.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
@@ -31,7 +33,8 @@ def conversation_for_update(*, key: ConversationKey) -> AgentConversation | None
     return AgentConversation.objects.select_for_update().filter(**key.filter_kwargs()).first()
 
 
-def _load_sql() -> str:
+@cache
+def _load_sql(vendor: str) -> str:
     quote = connection.ops.quote_name
     messages, heads = ConversationMessage._meta.db_table, AgentConversation._meta.db_table
     where = (
@@ -40,7 +43,7 @@ def _load_sql() -> str:
         f"WHERE c.{quote('workflow_id')} = %s AND c.{quote('generation')} = %s "
         f"AND c.{quote('agent_node_id')} = %s"
     )
-    if connection.vendor == "postgresql":
+    if vendor == "postgresql":
         # One row holding the JSON array text: one protocol row and one json.loads, not one per message.
         return f"SELECT string_agg(m.{quote('wire')}::text, ',' ORDER BY m.{quote('seq')}) {where}"
     return f"SELECT m.{quote('wire')} {where} ORDER BY m.{quote('seq')}"
@@ -53,9 +56,10 @@ def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
     One indexed query; SQL instead of the ORM because this runs on every firing and the ORM's per-call
     overhead was the larger part of loading a short conversation.
     """
+    postgresql = connection.vendor == "postgresql"
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(_load_sql(), [key.workflow_id, key.generation, key.agent_node_id])
+        with hot_cursor() if postgresql else connection.cursor() as cursor:
+            cursor.execute(_load_sql(connection.vendor), [key.workflow_id, key.generation, key.agent_node_id])
             rows = cursor.fetchall()
     except DatabaseError as exc:
         logger.exception(
@@ -69,7 +73,7 @@ def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
             "The stored conversation could not be read; the run cannot continue without it.",
             status=errors.STATUS[errors.CONVERSATION_LOAD_FAILED],
         ) from exc
-    if connection.vendor == "postgresql":
+    if postgresql:
         joined = rows[0][0] if rows else None
         return json.loads(f"[{joined}]") if joined else []
     loads = json.loads

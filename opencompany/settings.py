@@ -232,6 +232,9 @@ OPENCOMPANY_RUN_TIMEOUT_S = _env_int("OPENCOMPANY_RUN_TIMEOUT_S", 86_400)
 # Database threads of the in-process run loop (the serving loop has its own). One measured best:
 # more threads contend for the GIL with the serving side (docs/benchmarks.md).
 OPENCOMPANY_RUN_DB_THREADS = _env_int("OPENCOMPANY_RUN_DB_THREADS", 1)
+# Keep the hand-written hot statements (append, send) prepared per connection; turn off behind a
+# pooler that cannot keep prepared statements (opencompany/core/db.py).
+OPENCOMPANY_DB_PREPARE = _env_bool("OPENCOMPANY_DB_PREPARE", True)
 OPENCOMPANY_OFFLINE_PACING_MS = _env_int("OPENCOMPANY_OFFLINE_PACING_MS", 25)
 OPENCOMPANY_DEFAULT_PROVIDER = os.environ.get("OPENCOMPANY_DEFAULT_PROVIDER", "offline")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")

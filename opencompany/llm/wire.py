@@ -69,16 +69,14 @@ def _check_json(value: Any, where: str) -> None:
         raise WireError(f"{where}: not JSON-serializable ({exc})") from exc
 
 
-def _validate_block(block: Any, role: str, where: str) -> Block:
+def _check_block(block: Any, role: str, where: str) -> None:
+    """The structural checks of one block (JSON-serializability is checked by the caller)."""
     if not isinstance(block, Mapping):
         raise WireError(f"{where}: a block must be an object, got {type(block).__name__}")
     kind = block.get("type")
     if not isinstance(kind, str) or not kind:
         raise WireError(f"{where}: a block needs a non-empty string 'type'")
     _refuse_inline_bytes(block, where)
-    if kind not in KNOWN_BLOCK_TYPES:
-        _check_json(block, where)
-        return copy.deepcopy(dict(block))
     if kind == "text":
         _require_str(block, "text", where)
     elif kind == "thinking":
@@ -112,17 +110,11 @@ def _validate_block(block: Any, role: str, where: str) -> Block:
             raise WireError(
                 f"{where}: 'status' must be one of {sorted(TOOL_STATUSES)}, got {block.get('status')!r}"
             )
-    _check_json(block, where)
-    return copy.deepcopy(dict(block))
+    # Any other kind is kept exactly as it came.
 
 
-def validate_message(m: Any, *, index: int | None = None) -> Message:
-    """Check one message and return a normalized copy (the input is never modified).
-
-    Normalization: a string ``content`` becomes one text block, a missing ``metadata`` becomes ``{}``,
-    top-level keys other than role/content/metadata (``ts``, ``version``, ...) are dropped.
-    """
-    where = "message" if index is None else f"message[{index}]"
+def _normalized(m: Any, where: str) -> Message:
+    """The structurally checked message with shallow copies of its parts (nested values are shared)."""
     if not isinstance(m, Mapping):
         raise WireError(f"{where}: must be an object, got {type(m).__name__}")
     role = m.get("role")
@@ -138,15 +130,48 @@ def validate_message(m: Any, *, index: int | None = None) -> Message:
         metadata = {}
     if not isinstance(metadata, Mapping):
         raise WireError(f"{where}: 'metadata' must be an object")
-    _check_json(metadata, f"{where}.metadata")
-    blocks = [_validate_block(b, role, f"{where}.content[{i}]") for i, b in enumerate(content)]
-    if role == "tool":
-        results = [b for b in blocks if b["type"] == "tool_result"]
-        if len(results) != 1:
-            raise WireError(
-                f"{where}: a tool message holds exactly one tool_result block, got {len(results)}"
-            )
-    return {"role": role, "content": blocks, "metadata": copy.deepcopy(dict(metadata))}
+    results = 0
+    for i, block in enumerate(content):
+        _check_block(block, role, f"{where}.content[{i}]")
+        results += block["type"] == "tool_result"
+    if role == "tool" and results != 1:
+        raise WireError(f"{where}: a tool message holds exactly one tool_result block, got {results}")
+    return {"role": role, "content": [dict(b) for b in content], "metadata": dict(metadata)}
+
+
+def _locate_json_error(message: Message, where: str) -> None:
+    """Raise the WireError naming the part of `message` that is not JSON-serializable."""
+    _check_json(message["metadata"], f"{where}.metadata")
+    for i, block in enumerate(message["content"]):
+        _check_json(block, f"{where}.content[{i}]")
+    _check_json(message, where)
+
+
+def validate_message(m: Any, *, index: int | None = None) -> Message:
+    """Check one message and return a normalized copy (the input is never modified).
+
+    Normalization: a string ``content`` becomes one text block, a missing ``metadata`` becomes ``{}``,
+    top-level keys other than role/content/metadata (``ts``, ``version``, ...) are dropped.
+    """
+    where = "message" if index is None else f"message[{index}]"
+    message = _normalized(m, where)
+    _locate_json_error(message, where)
+    return copy.deepcopy(message)
+
+
+def encode_message(m: Any, *, index: int | None = None) -> tuple[Message, str]:
+    """Validate one message and give it with its canonical text, serializing once: the write path.
+
+    The same checks and normalization as :func:`validate_message`, but the returned message shares
+    nested values with the input (no deep copy): serialize or store it before the input can change.
+    """
+    where = "message" if index is None else f"message[{index}]"
+    message = _normalized(m, where)
+    try:
+        return message, canonical_json(message)
+    except (TypeError, ValueError):
+        _locate_json_error(message, where)
+        raise  # pragma: no cover - _locate_json_error raises for anything canonical_json refused
 
 
 def validate_messages(messages: Any) -> list[Message]:

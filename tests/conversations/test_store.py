@@ -204,7 +204,7 @@ def test_save_of_an_empty_list_for_a_missing_key_creates_nothing(key):
 
 
 def test_load_failure_is_loud(key, monkeypatch):
-    monkeypatch.setattr("conversations.selectors._load_sql", lambda: "SELECT broken FROM nowhere")
+    monkeypatch.setattr("conversations.selectors._load_sql", lambda vendor: "SELECT broken FROM nowhere")
 
     with pytest.raises(ApplicationError) as exc:
         conversation_load(key=key)

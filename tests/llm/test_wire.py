@@ -43,6 +43,9 @@ ASSISTANT = {
 }
 
 
+RESULT_BLOCK = {"type": "tool_result", "tool_call_id": "c", "name": "t", "content": "x", "status": "ok"}
+
+
 def test_every_block_kind_round_trips_exactly_through_encode_and_decode():
     decoded = wire.decode(wire.encode(ASSISTANT))
 
@@ -126,11 +129,40 @@ def test_tool_result_round_trips_with_each_status():
         ({"role": "user", "content": [{"type": "future", "value": float("nan")}]}, "not JSON-serializable"),
     ],
 )
-def test_invalid_messages_are_refused_with_a_clear_message(message, fragment):
+@pytest.mark.parametrize("check", [wire.validate_message, wire.encode_message])
+def test_invalid_messages_are_refused_with_a_clear_message(message, fragment, check):
     with pytest.raises(WireError) as excinfo:
-        wire.validate_message(message)
+        check(message)
 
     assert fragment in str(excinfo.value)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [ASSISTANT, {"role": "user", "content": "plain", "ts": 5}, {"role": "tool", "content": [RESULT_BLOCK]}],
+)
+def test_encode_message_gives_the_validated_message_and_its_canonical_text_in_one_pass(message):
+    normalized, text = wire.encode_message(message, index=3)
+
+    assert normalized == wire.validate_message(message)
+    assert text == wire.canonical(wire.validate_message(message))
+
+
+@pytest.mark.parametrize(
+    ("message", "where"),
+    [
+        (
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "x", "v": {1, 2}}]},
+            "content[1]",
+        ),
+        ({"role": "user", "content": "a", "metadata": {"at": object()}}, "message[2].metadata"),
+    ],
+)
+def test_encode_message_names_the_part_that_is_not_json(message, where):
+    with pytest.raises(WireError, match="not JSON-serializable") as excinfo:
+        wire.encode_message(message, index=2)
+
+    assert where in str(excinfo.value)
 
 
 @pytest.mark.parametrize(
