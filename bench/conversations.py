@@ -35,6 +35,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/opencompany_bench")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
+os.environ.setdefault("DEBUG", "0")  # as deployed: DEBUG logs every query into connection.queries
+os.environ.setdefault("SECRET_KEY", "bench-only-not-secret")
 
 SIZES = [10, 100, 1_000, 5_000]
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "80"))  # 40 gave medians that moved ±20% between runs here

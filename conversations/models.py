@@ -13,12 +13,20 @@ from django.db.models import Q
 
 
 class AgentConversation(models.Model):
-    """Head row: counters, the digest of the last message, usage, working notes."""
+    """Head row: counters, the digest of the last message, usage, working notes.
+
+    Every turn updates this row, and `updated_at` is indexed, so each of its indexes takes an entry per
+    turn: it has only the three it needs. The unique key serves lookups by workflow, and
+    `conversation_owner_updated` serves lookups by owner.
+    """
 
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_conversations"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="agent_conversations",
+        db_index=False,  # `conversation_owner_updated` starts with owner
     )
-    workflow_id = models.CharField(max_length=40, db_index=True)
+    workflow_id = models.CharField(max_length=40)  # the unique key starts with workflow_id
     generation = models.PositiveIntegerField()
     agent_node_id = models.CharField(max_length=255)
     length = models.PositiveIntegerField(default=0)
@@ -60,7 +68,12 @@ class AgentConversation(models.Model):
 class ConversationMessage(models.Model):
     """One message of a conversation. Rows are appended; a rewrite deletes from a seq and re-appends."""
 
-    conversation = models.ForeignKey(AgentConversation, on_delete=models.CASCADE, related_name="messages")
+    conversation = models.ForeignKey(
+        AgentConversation,
+        on_delete=models.CASCADE,
+        related_name="messages",
+        db_index=False,  # the unique (conversation, seq) index starts with conversation
+    )
     seq = models.PositiveIntegerField()
     wire = models.JSONField()
     digest = models.CharField(max_length=64, help_text="sha256(previous digest + canonical JSON of wire).")

@@ -83,6 +83,7 @@ def _error(code: str, message: str, extra: dict[str, Any] | None = None) -> Appl
 class _Prepared:
     wires: list[dict[str, Any]]
     texts: list[str]
+    encoded: list[bytes]  # the UTF-8 of each text: sizes and digests
     sizes: list[int]
 
 
@@ -92,7 +93,7 @@ def _prepare(messages: Sequence[Any]) -> _Prepared:
         raise _error(errors.INVALID_MESSAGE, "messages must be a list of MessageWire objects.")
     wires: list[dict[str, Any]] = []
     texts: list[str] = []
-    sizes: list[int] = []
+    encoded: list[bytes] = []
     for index, message in enumerate(messages):
         try:
             normalized, text = wire.encode_message(message, index=index)
@@ -107,15 +108,15 @@ def _prepare(messages: Sequence[Any]) -> _Prepared:
             )
         wires.append(normalized)
         texts.append(text)
-        sizes.append(len(text.encode("utf-8")))
-    return _Prepared(wires=wires, texts=texts, sizes=sizes)
+        encoded.append(text.encode("utf-8"))
+    return _Prepared(wires=wires, texts=texts, encoded=encoded, sizes=[len(data) for data in encoded])
 
 
-def _chain(texts: Sequence[str], prev: str) -> list[str]:
-    """The chained digests (same as `wire.digest_chain`, reusing the canonical text already built)."""
+def _chain(encoded: Sequence[bytes], prev: str) -> list[str]:
+    """The chained digests (same as `wire.digest_chain`, reusing the canonical UTF-8 already built)."""
     out: list[str] = []
-    for text in texts:
-        prev = hashlib.sha256((prev + text).encode("utf-8")).hexdigest()
+    for data in encoded:
+        prev = hashlib.sha256(prev.encode() + data).hexdigest()
         out.append(prev)
     return out
 
@@ -280,26 +281,23 @@ def conversation_append(
 
 _APPEND_SQL = """
 WITH head AS (
-    SELECT id FROM conversations_agentconversation
-    WHERE workflow_id = %(workflow_id)s AND generation = %(generation)s AND agent_node_id = %(agent)s
-      AND length = %(length)s AND head_digest = %(digest)s
-    FOR UPDATE
+    UPDATE conversations_agentconversation AS c SET
+        length = c.length + %(count)s, bytes = c.bytes + %(bytes)s, revision = c.revision + 1,
+        head_digest = %(head_digest)s, updated_at = %(now)s,
+        input_tokens = c.input_tokens + %(input)s, output_tokens = c.output_tokens + %(output)s,
+        cache_read_tokens = c.cache_read_tokens + %(cache_read)s,
+        cache_write_tokens = c.cache_write_tokens + %(cache_write)s,
+        last_input_tokens = COALESCE(%(last_input)s, c.last_input_tokens)
+    WHERE c.workflow_id = %(workflow_id)s AND c.generation = %(generation)s AND c.agent_node_id = %(agent)s
+      AND c.length = %(length)s AND c.head_digest = %(digest)s
+    RETURNING c.id, c.owner_id, c.length, c.revision, c.bytes, c.notes_revision
 ), added AS (
     INSERT INTO conversations_conversationmessage (conversation_id, seq, wire, digest, size, created_at)
     SELECT head.id, %(length)s + m.ord - 1, m.wire, m.digest, m.size, %(now)s
     FROM head, unnest(%(wires)s::jsonb[], %(digests)s::varchar[], %(sizes)s::int[])
          WITH ORDINALITY AS m(wire, digest, size, ord)
-    RETURNING 1
 )
-UPDATE conversations_agentconversation AS c SET
-    length = c.length + %(count)s, bytes = c.bytes + %(bytes)s, revision = c.revision + 1,
-    head_digest = %(head_digest)s, updated_at = %(now)s,
-    input_tokens = c.input_tokens + %(input)s, output_tokens = c.output_tokens + %(output)s,
-    cache_read_tokens = c.cache_read_tokens + %(cache_read)s,
-    cache_write_tokens = c.cache_write_tokens + %(cache_write)s,
-    last_input_tokens = COALESCE(%(last_input)s, c.last_input_tokens)
-FROM head WHERE c.id = head.id AND (SELECT count(*) FROM added) = %(count)s
-RETURNING c.owner_id, c.length, c.revision, c.bytes, c.notes_revision
+SELECT owner_id, length, revision, bytes, notes_revision FROM head
 """
 
 
@@ -310,8 +308,13 @@ def _append_one_statement(
     expected_digest: str,
     usage: TokenUsage | None,
 ) -> ConversationWrite | None:
-    """The PostgreSQL fast path: None when the head is not exactly (`expected_length`, `expected_digest`)."""
-    digests = _chain(prepared.texts, expected_digest)
+    """The PostgreSQL fast path: None when the head is not exactly (`expected_length`, `expected_digest`).
+
+    The head update is the compare-and-set: it takes the row lock, and a writer that committed first
+    changed `length`, so after the lock wait the WHERE matches nothing and nothing is inserted. The
+    insert takes its conversation id from the update's RETURNING, so rows only land with the head.
+    """
+    digests = _chain(prepared.encoded, expected_digest)
     params: dict[str, Any] = {
         "workflow_id": key.workflow_id,
         "generation": key.generation,
@@ -373,7 +376,7 @@ def _append_locked(
         )
     if head is None or not has_write:
         return _state(head)
-    digests = _chain(prepared.texts, head.head_digest)
+    digests = _chain(prepared.encoded, head.head_digest)
     _insert(head, head.length, prepared, digests, 0)
     added = sum(prepared.sizes)
     changes: dict[str, Any] = {
@@ -427,7 +430,7 @@ def _save_locked(
     *,
     notes: list[dict[str, Any]] | None = None,
 ) -> ConversationWrite:
-    digests = _chain(prepared.texts, "")
+    digests = _chain(prepared.encoded, "")
     head = _lock_head(key, create=bool(prepared.wires) or bool(notes))
     if head is None:
         return _state(None)

@@ -29,6 +29,7 @@ def _cursor_class(prepare: bool) -> type:
     class HotCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
         def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
             kwargs.setdefault("prepare", True if prepare else None)
+            kwargs.setdefault("binary", True)
             return super().execute(query, params, **kwargs)  # type: ignore[misc]
 
     return HotCursor

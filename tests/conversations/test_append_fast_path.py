@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -69,3 +71,37 @@ def test_a_stale_digest_or_length_falls_back_to_the_conflict(workflow, events):
     assert stale_length.value.extra["length"] == 2
     assert appended.length == 3  # the locked path checks the length only, and it matched
     assert ConversationMessage.objects.filter(conversation__agent_node_id="a").count() == 3
+
+
+def test_the_tables_keep_only_the_indexes_a_turn_needs():
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tablename, indexname FROM pg_indexes WHERE tablename IN "
+            "('conversations_agentconversation', 'conversations_conversationmessage') ORDER BY 1, 2"
+        )
+        indexes = cursor.fetchall()
+
+    assert indexes == [
+        ("conversations_agentconversation", "conversation_owner_updated"),
+        ("conversations_agentconversation", "conversation_unique_key"),
+        ("conversations_agentconversation", "conversations_agentconversation_pkey"),
+        ("conversations_conversationmessage", "conversation_message_unique_seq"),
+        ("conversations_conversationmessage", "conversations_conversationmessage_pkey"),
+    ]
+
+
+def test_a_message_up_to_a_page_stays_in_its_row(workflow):
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="inline")
+    # ~6 KB that does not compress: the default ~2 KB target would move it to the TOAST table.
+    noise = secrets.token_urlsafe(4_500)
+    message = {"role": "user", "content": [{"type": "text", "text": noise}], "metadata": {}}
+
+    conversation_append(key=key, messages=[message], expected_length=0)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_relation_size(reltoastrelid) FROM pg_class "
+            "WHERE relname = 'conversations_conversationmessage'"
+        )
+        assert cursor.fetchone()[0] == 0  # nothing went to the TOAST table
+    assert conversation_load(key=key) == [message]
