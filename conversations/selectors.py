@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 from conversations import errors
 from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
 from conversations.types import ConversationCursor, ConversationKey, NotesState
-from opencompany.core.db import hot_cursor
+from opencompany.core.db import hot_fetchall
 from opencompany.core.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
@@ -58,9 +58,13 @@ def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
     """
     postgresql = connection.vendor == "postgresql"
     try:
-        with hot_cursor() if postgresql else connection.cursor() as cursor:
-            cursor.execute(_load_sql(connection.vendor), [key.workflow_id, key.generation, key.agent_node_id])
-            rows = cursor.fetchall()
+        params: list[str | int] = [key.workflow_id, key.generation, key.agent_node_id]
+        if postgresql:
+            rows = hot_fetchall(_load_sql("postgresql"), params)
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute(_load_sql(connection.vendor), params)
+                rows = cursor.fetchall()
     except DatabaseError as exc:
         logger.exception(
             "conversation load failed workflow=%s generation=%s agent=%s",

@@ -41,7 +41,7 @@ from conversations.types import (
 )
 from graphs.hooks import ResetContext
 from graphs.models import Workflow
-from opencompany.core.db import hot_cursor
+from opencompany.core.db import hot_fetchone
 from opencompany.core.errors import ApplicationError, invalid, not_found
 from opencompany.core.events import owner_group, publish_on_commit
 from opencompany.core.json import json_size
@@ -334,9 +334,7 @@ def _append_one_statement(
         "cache_write": usage.cache_write_tokens if usage else 0,
         "last_input": usage.input_tokens + usage.cache_read_tokens if usage else None,
     }
-    with hot_cursor() as cursor:
-        cursor.execute(_APPEND_SQL, params)
-        row = cursor.fetchone()
+    row = hot_fetchone(_APPEND_SQL, params)
     if row is None:
         return None
     owner_id, length, revision, size, notes_revision = row
