@@ -1,12 +1,19 @@
 """Benchmark: per-turn save and load of agent conversations on PostgreSQL (DESIGN §6, §13).
 
-Compares, in one run interleaved turn by turn (a fresh seeded order each round) on one PostgreSQL server:
+Compares, in one run on one PostgreSQL server, with the same seeded turns:
   ours      conversations.services.conversation_append (head row + append-only rows) / conversation_load
   jsonb     raw psycopg, one JSONB row per conversation rewritten by an upsert every turn / one SELECT
   langgraph langgraph-checkpoint-postgres PostgresSaver.put (whole channel value per version) / get_tuple
 
 at 10 / 100 / 1,000 / 5,000 realistic messages, plus WAL bytes per turn (pg_current_wal_lsn difference,
 median over turns, so unrelated writers on a shared server count as little as possible).
+
+Two modes, each on fresh conversations (BENCH_MODES picks; both by default):
+  back-to-back each store's saves in a row, then its loads in a row
+  interleaved  the stores take turns in a fresh seeded order each round, so every save finds caches and
+               CPUs cooled by the other stores' work (the fastest store pays this most, in proportion)
+Every target must hold in both modes. A "floor" row writes each turn as one unindexed JSONB row with one
+INSERT and commit on the same server: the least a durable per-turn write costs here, for scale.
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/opencompany_bench .venv/bin/python bench/conversations.py
 (the database is created and migrated when missing). Not a test: prints a table and a VERDICT line.
@@ -27,6 +34,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +191,7 @@ def main() -> None:
     from langgraph.checkpoint.base import empty_checkpoint
     from langgraph.checkpoint.postgres import PostgresSaver
 
+    import opencompany.core.events as events_module
     from conversations.models import AgentConversation
     from conversations.selectors import conversation_load
     from conversations.services import conversation_append
@@ -211,126 +220,141 @@ def main() -> None:
         row = wal.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (start,)).fetchone()
         return int(row[0])  # type: ignore[index]
 
-    work = Workload()
-    # "ours" is the store alone (events switched off); "ours+event" adds the after-commit
-    # context.updated publish through the configured channel layer, as production pays it.
-    import opencompany.core.events as events_module
-
     publish = events_module.publish_now
-    systems = ["ours", "ours+event", "jsonb", "langgraph"]
-    results: dict[tuple[str, int], dict[str, list[float]]] = {}
+
+    def ours(name: str, base: list[dict[str, Any]], *, events: bool) -> System:
+        """Our store. Without events the after-commit publish is switched off (the store alone)."""
+        key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=name)
+        digest = ""
+        for chunk in range(0, len(base), 500):
+            digest = conversation_append(
+                key=key, messages=base[chunk : chunk + 500], expected_length=chunk
+            ).digest
+        # The runtime's sink knows the head digest of its previous write and passes it (one statement).
+        state: dict[str, Any] = {"length": len(base), "digest": digest}
+
+        def save(turn: list[dict[str, Any]]) -> None:
+            if not events:
+                events_module.publish_now = lambda *a, **k: None
+            try:
+                written = conversation_append(
+                    key=key, messages=turn, expected_length=state["length"], expected_digest=state["digest"]
+                )
+            finally:
+                events_module.publish_now = publish
+            state["length"], state["digest"] = written.length, written.digest
+
+        def check() -> None:
+            assert len(conversation_load(key=key)) == state["length"], "our store lost messages"
+
+        return System(save, lambda: conversation_load(key=key), check)
+
+    def jsonb(name: str, base: list[dict[str, Any]]) -> System:
+        messages = list(base)
+        raw.execute(
+            "INSERT INTO bench_jsonb_conversation (key, messages) VALUES (%s, %s)",
+            (name, json.dumps(messages)),
+        )
+
+        def save(turn: list[dict[str, Any]]) -> None:
+            messages.extend(turn)
+            raw.execute(
+                "INSERT INTO bench_jsonb_conversation (key, messages) VALUES (%s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET messages = EXCLUDED.messages",
+                (name, json.dumps(messages)),
+            )
+
+        def load() -> Any:
+            return raw.execute(
+                "SELECT messages FROM bench_jsonb_conversation WHERE key = %s", (name,)
+            ).fetchone()
+
+        return System(save, load, lambda: None)
+
+    def langgraph(name: str, base: list[dict[str, Any]]) -> System:
+        messages = list(base)
+        state: dict[str, Any] = {
+            "version": 1,
+            "config": {"configurable": {"thread_id": name, "checkpoint_ns": ""}},
+        }
+
+        def put() -> None:
+            checkpoint = empty_checkpoint()
+            checkpoint["channel_values"] = {"messages": messages}
+            checkpoint["channel_versions"] = {"messages": state["version"]}
+            state["config"] = saver.put(
+                state["config"],
+                checkpoint,
+                {"source": "loop", "step": state["version"]},
+                {"messages": state["version"]},
+            )
+
+        def save(turn: list[dict[str, Any]]) -> None:
+            messages.extend(turn)
+            state["version"] += 1
+            put()
+
+        put()
+        return System(
+            save,
+            lambda: saver.get_tuple({"configurable": {"thread_id": name, "checkpoint_ns": ""}}),
+            lambda: None,
+        )
+
+    raw.execute("DROP TABLE IF EXISTS bench_floor")
+    raw.execute("CREATE TABLE bench_floor (id bigserial PRIMARY KEY, turn jsonb NOT NULL)")
+
+    def floor() -> System:
+        """The least a durable per-turn write costs here: the turn as one row, one INSERT, one commit."""
+
+        def save(turn: list[dict[str, Any]]) -> None:
+            raw.execute("INSERT INTO bench_floor (turn) VALUES (%s)", (json.dumps(turn),))
+
+        return System(save, lambda: None, lambda: None)
+
+    work = Workload()
+    results: dict[tuple[str, str, int], dict[str, list[float]]] = {}
     total_bytes: dict[int, int] = {}
     for n in SIZES:
         base = work.conversation(n)
         total_bytes[n] = len(json.dumps(base, separators=(",", ":")).encode())
-        key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=f"agent-{n}")
-        key_ev = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=f"agent-ev-{n}")
-        for chunk in range(0, n, 500):
-            digest = conversation_append(
-                key=key, messages=base[chunk : chunk + 500], expected_length=chunk
-            ).digest
-            conversation_append(key=key_ev, messages=base[chunk : chunk + 500], expected_length=chunk)
-        # The runtime's sink knows the head digest of its previous write and passes it (one-statement append).
-        state: dict[str, Any] = {
-            "ours_len": n,
-            "ours_digest": digest,
-            "ev_len": n,
-            "ev_digest": digest,
-            "jsonb": list(base),
-            "lg": list(base),
-        }
-        raw.execute(
-            "INSERT INTO bench_jsonb_conversation (key, messages) VALUES (%s, %s)",
-            (f"k{n}", json.dumps(base)),
-        )
-        lg_config: dict[str, Any] = {"configurable": {"thread_id": f"t{n}", "checkpoint_ns": ""}}
-        lg_version = 1
+        turns = [work.turn() for _ in range(ROUNDS)]  # the same turns in both modes
+        for mode in MODES:
+            systems = {
+                "ours": ours(f"{mode}-{n}", base, events=False),
+                "ours+event": ours(f"{mode}-ev-{n}", base, events=True),
+                "jsonb": jsonb(f"{mode}-{n}", base),
+                "langgraph": langgraph(f"{mode}-{n}", base),
+                "floor": floor(),
+            }
+            out = {s: {"save": [], "load": [], "wal": []} for s in systems}
+            for s in systems:
+                results[(mode, s, n)] = out[s]
 
-        def lg_put(messages: list[dict[str, Any]], version: int, config: dict[str, Any]) -> dict[str, Any]:
-            checkpoint = empty_checkpoint()
-            checkpoint["channel_values"] = {"messages": messages}
-            checkpoint["channel_versions"] = {"messages": version}
-            return saver.put(config, checkpoint, {"source": "loop", "step": version}, {"messages": version})
-
-        lg_config = lg_put(state["lg"], lg_version, lg_config)
-        for s in systems:
-            results[(s, n)] = {"save": [], "load": [], "wal": []}
-        order_rng = random.Random(SEED + n)
-        for _ in range(ROUNDS):
-            turn = work.turn()
-            # Interleaved in a fresh seeded order each round, so no system always follows the same
-            # neighbour (a multi-megabyte write slows the fsync right after it, whoever comes next).
-            order = list(systems)
-            order_rng.shuffle(order)
-            for s in order:
+            def turn_of(s: str, turn: list[dict[str, Any]]) -> None:
                 start = lsn()
-                if s == "ours":
-                    events_module.publish_now = lambda *a, **k: None
-                    try:
-                        box_ours: dict[str, Any] = {}
-                        ms = _timed(
-                            lambda: box_ours.setdefault(
-                                "w",
-                                conversation_append(
-                                    key=key,
-                                    messages=turn,
-                                    expected_length=state["ours_len"],
-                                    expected_digest=state["ours_digest"],
-                                ),
-                            )
-                        )
-                    finally:
-                        events_module.publish_now = publish
-                    state["ours_len"] += len(turn)
-                    state["ours_digest"] = box_ours["w"].digest
-                elif s == "ours+event":
-                    box_ev: dict[str, Any] = {}
-                    ms = _timed(
-                        lambda: box_ev.setdefault(
-                            "w",
-                            conversation_append(
-                                key=key_ev,
-                                messages=turn,
-                                expected_length=state["ev_len"],
-                                expected_digest=state["ev_digest"],
-                            ),
-                        )
-                    )
-                    state["ev_len"] += len(turn)
-                    state["ev_digest"] = box_ev["w"].digest
-                elif s == "jsonb":
-                    state["jsonb"].extend(turn)
-                    ms = _timed(
-                        lambda: raw.execute(
-                            "INSERT INTO bench_jsonb_conversation (key, messages) VALUES (%s, %s) "
-                            "ON CONFLICT (key) DO UPDATE SET messages = EXCLUDED.messages",
-                            (f"k{n}", json.dumps(state["jsonb"])),
-                        )
-                    )
-                else:
-                    state["lg"].extend(turn)
-                    lg_version += 1
-                    box: dict[str, Any] = {}
-                    ms = _timed(lambda: box.setdefault("c", lg_put(state["lg"], lg_version, lg_config)))
-                    lg_config = box["c"]
-                results[(s, n)]["wal"].append(wal_since(start))
-                results[(s, n)]["save"].append(ms)
-            for s in order:
-                if s in ("ours", "ours+event"):
-                    ms = _timed(lambda: conversation_load(key=key if s == "ours" else key_ev))
-                elif s == "jsonb":
-                    ms = _timed(
-                        lambda: raw.execute(
-                            "SELECT messages FROM bench_jsonb_conversation WHERE key = %s", (f"k{n}",)
-                        ).fetchone()
-                    )
-                else:
-                    ms = _timed(
-                        lambda: saver.get_tuple({"configurable": {"thread_id": f"t{n}", "checkpoint_ns": ""}})
-                    )
-                results[(s, n)]["load"].append(ms)
-        loaded = conversation_load(key=key)
-        assert len(loaded) == state["ours_len"], "our store lost messages"
+                out[s]["save"].append(_timed(lambda: systems[s].save(turn)))
+                out[s]["wal"].append(wal_since(start))
+
+            order_rng = random.Random(SEED + n)
+            if mode == "back-to-back":
+                # Each store's saves in a row, then its loads in a row: the usual microbenchmark.
+                for s in systems:
+                    for turn in turns:
+                        turn_of(s, turn)
+                    if s != "floor":
+                        out[s]["load"] = [_timed(systems[s].load) for _ in turns]
+            else:
+                # Turn by turn in a fresh seeded order each round: no store always follows the same one.
+                for turn in turns:
+                    order = order_rng.sample(list(systems), len(systems))
+                    for s in order:
+                        turn_of(s, turn)
+                    for s in order:
+                        if s != "floor":
+                            out[s]["load"].append(_timed(systems[s].load))
+            for system in systems.values():
+                system.check()
         connection.close()
 
     lg_cm.__exit__(None, None, None)
@@ -339,45 +363,94 @@ def main() -> None:
 
     layer = "redis" if os.environ.get("REDIS_URL") else "in-memory"
     print(
-        f"rounds per size: {ROUNDS}; seed {SEED}; PostgreSQL {connection.pg_version}; channel layer {layer}"
+        f"rounds per size: {ROUNDS}; seed {SEED}; PostgreSQL {connection.pg_version}; channel layer {layer}; "
+        f"modes: {', '.join(MODES)}"
     )
+    checks_by_mode: dict[str, list[tuple[str, str, str, bool]]] = {}
+    for mode in MODES:
+        print()
+        print(f"{mode}: {MODE_TEXT[mode]}")
+        print()
+        print(
+            "| messages | JSON size | system | save p50 ms | save p95 ms | load p50 ms | load p95 ms | WAL/turn (median) |"
+        )
+        print("|---:|---:|---|---:|---:|---:|---:|---:|")
+        for n in SIZES:
+            for s in ("ours", "ours+event", "jsonb", "langgraph", "floor"):
+                r = results[(mode, s, n)]
+                load = (
+                    f"{statistics.median(r['load']):.2f} | {_pct(r['load'], 0.95):.2f}"
+                    if s != "floor"
+                    else "n/a | n/a"
+                )
+                print(
+                    f"| {n:,} | {total_bytes[n] / 1024:,.0f} KB | {s} | {statistics.median(r['save']):.2f} | "
+                    f"{_pct(r['save'], 0.95):.2f} | {load} | {statistics.median(r['wal']) / 1024:,.1f} KB |"
+                )
+        checks_by_mode[mode] = _checks(
+            {
+                (s, n): {m: statistics.median(v[m]) for m in ("save", "load")}
+                for (md, s, n), v in results.items()
+                if md == mode and s != "floor"
+            }
+        )
+    print()
+    for mode, checks in checks_by_mode.items():
+        print(
+            f"{mode}: "
+            + "; ".join(
+                f"{name} {value} (target {target}{'' if ok else ', missed'})"
+                for name, value, target, ok in checks
+            )
+        )
+    print()
+    for mode in MODES:
+        ours_1k = statistics.median(results[(mode, "ours", 1_000)]["save"])
+        floor_1k = statistics.median(results[(mode, "floor", 1_000)]["save"])
+        print(
+            f"{mode}: ours {ours_1k:.2f} ms against the floor's {floor_1k:.2f} ms at 1,000 messages "
+            f"({ours_1k / floor_1k:.2f}x; the floor writes the turn as one row, unvalidated and unindexed)"
+        )
+    # Every target in every mode measured.
+    verdict = all(ok for checks in checks_by_mode.values() for *_, ok in checks)
     print()
     print(
-        "| messages | JSON size | system | save p50 ms | save p95 ms | load p50 ms | load p95 ms | WAL/turn (median) |"
+        "VERDICT: "
+        + ("PASS" if verdict else "MISS")
+        + " (every target in every mode: "
+        + ", ".join(MODES)
+        + ")"
     )
-    print("|---:|---:|---|---:|---:|---:|---:|---:|")
-    for n in SIZES:
-        for s in systems:
-            r = results[(s, n)]
-            print(
-                f"| {n:,} | {total_bytes[n] / 1024:,.0f} KB | {s} | {statistics.median(r['save']):.2f} | "
-                f"{_pct(r['save'], 0.95):.2f} | {statistics.median(r['load']):.2f} | {_pct(r['load'], 0.95):.2f} | "
-                f"{statistics.median(r['wal']) / 1024:,.1f} KB |"
-            )
-    med = {k: {m: statistics.median(v[m]) for m in ("save", "load", "wal")} for k, v in results.items()}
+
+
+MODE_TEXT = {
+    "back-to-back": "each store's saves in a row, then its loads in a row (the usual microbenchmark)",
+    "interleaved": "the stores take turns, in a fresh seeded order each round (caches and the CPU cool between a "
+    "store's turns)",
+}
+MODES = [m for m in os.environ.get("BENCH_MODES", "back-to-back,interleaved").split(",") if m in MODE_TEXT]
+
+
+@dataclass
+class System:
+    save: Callable[[list[dict[str, Any]]], None]
+    load: Callable[[], Any]
+    check: Callable[[], None]
+
+
+def _checks(med: dict[tuple[str, int], dict[str, float]]) -> list[tuple[str, str, str, bool]]:
     ours_save = med[("ours", 1_000)]["save"]
     growth = med[("ours", 5_000)]["save"] / med[("ours", 10)]["save"]
     vs_jsonb = med[("jsonb", 1_000)]["save"] / ours_save
     vs_lg = med[("langgraph", 1_000)]["save"] / ours_save
     load_ratio = max(med[("ours", n)]["load"] / med[("jsonb", n)]["load"] for n in SIZES)
-    checks = [
+    return [
         ("save p50 @1,000", f"{ours_save:.2f} ms", "≤ 1.5 ms", ours_save <= 1.5),
         ("save 5,000 vs 10", f"{growth:.2f}x", "≤ 1.5x", growth <= 1.5),
         ("jsonb/ours save @1,000", f"{vs_jsonb:.1f}x", "≥ 25x", vs_jsonb >= 25),
         ("langgraph/ours save @1,000", f"{vs_lg:.1f}x", "≥ 25x", vs_lg >= 25),
         ("ours/jsonb load (worst size)", f"{load_ratio:.2f}x", "≤ 1.3x", load_ratio <= 1.3),
     ]
-    print()
-    passed = all(ok for *_, ok in checks)
-    print(
-        "VERDICT: "
-        + ("PASS" if passed else "MISS")
-        + " — "
-        + "; ".join(
-            f"{name} {value} (target {target}{'' if ok else ', missed'})"
-            for name, value, target, ok in checks
-        )
-    )
 
 
 if __name__ == "__main__":
