@@ -8,7 +8,7 @@ import pytest
 from django.db import connections
 
 from conversations.models import ConversationMessage
-from conversations.selectors import conversation_load
+from conversations.selectors import conversation_cursor, conversation_load
 from conversations.services import conversation_append
 from conversations.types import ConversationKey
 from opencompany.core.errors import ApplicationError
@@ -21,9 +21,16 @@ ROUNDS = 3
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_eight_writers_with_the_same_length_one_wins_per_length_and_nothing_is_lost(owner):
+@pytest.mark.parametrize("one_statement", [False, True], ids=["locked", "one-statement"])
+def test_eight_writers_with_the_same_length_one_wins_per_length_and_nothing_is_lost(owner, one_statement):
+    """`one_statement`: each writer passes the head digest it read, so the append is the single UPDATE-first
+    statement; the compare-and-set must still let exactly one writer through per length."""
     workflow = make_workflow(owner)
     key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=node_id(workflow, "aiAgent"))
+    seeded = 0
+    if one_statement:  # the statement needs an existing head
+        conversation_append(key=key, messages=[user("seed")], expected_length=0)
+        seeded = 1
     barrier = threading.Barrier(WRITERS)
     first_round: dict[str, list[str]] = {"won": [], "conflict": []}
     lock = threading.Lock()
@@ -35,12 +42,14 @@ def test_eight_writers_with_the_same_length_one_wins_per_length_and_nothing_is_l
             pending = list(mine)
             first = True
             while pending:
-                length = len(conversation_load(key=key))
+                cursor = conversation_cursor(key=key)
                 if first:
-                    barrier.wait()  # every writer read length 0 before anyone appends
-                    length = 0
+                    barrier.wait()  # every writer read the same head before anyone appends
+                length, digest = cursor.length, cursor.digest if one_statement else None
                 try:
-                    conversation_append(key=key, messages=[pending[0]], expected_length=length)
+                    conversation_append(
+                        key=key, messages=[pending[0]], expected_length=length, expected_digest=digest
+                    )
                     outcome = "won"
                     pending.pop(0)
                 except ApplicationError as exc:
@@ -66,6 +75,6 @@ def test_eight_writers_with_the_same_length_one_wins_per_length_and_nothing_is_l
     assert set(refusals) == {("conversation_conflict", True)}
     assert len(first_round["conflict"]) == WRITERS - 1
     seqs = list(ConversationMessage.objects.order_by("seq").values_list("seq", flat=True))
-    assert seqs == list(range(WRITERS * ROUNDS))
-    texts = sorted(m["content"][0]["text"] for m in conversation_load(key=key))
+    assert seqs == list(range(seeded + WRITERS * ROUNDS))
+    texts = sorted(m["content"][0]["text"] for m in conversation_load(key=key)[seeded:])
     assert texts == sorted(f"w{n}-r{r}" for n in range(WRITERS) for r in range(ROUNDS))
