@@ -294,7 +294,7 @@ WITH head AS (
 ), added AS (
     INSERT INTO conversations_conversationmessage (conversation_id, seq, wire, digest, size, created_at)
     SELECT head.id, %(length)s + m.ord - 1, m.wire, m.digest, m.size, %(now)s
-    FROM head, unnest(%(wires)s::jsonb[], %(digests)s::varchar[], %(sizes)s::int[])
+    FROM head, unnest(%(wires)s::json[], %(digests)s::varchar[], %(sizes)s::int[])
          WITH ORDINALITY AS m(wire, digest, size, ord)
 )
 SELECT owner_id, length, revision, bytes, notes_revision FROM head

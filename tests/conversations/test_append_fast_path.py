@@ -14,6 +14,8 @@ from conversations.selectors import conversation_cursor, conversation_load
 from conversations.services import conversation_append
 from conversations.types import ConversationKey
 from opencompany.core.errors import ApplicationError
+from opencompany.core.json import canonical_json
+from opencompany.llm import wire
 from tests.conversations.conftest import tool_turn, turns
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -105,3 +107,23 @@ def test_a_message_up_to_a_page_stays_in_its_row(workflow):
         )
         assert cursor.fetchone()[0] == 0  # nothing went to the TOAST table
     assert conversation_load(key=key) == [message]
+
+
+def test_the_stored_text_is_the_canonical_text_the_digest_covers_on_every_write_path(workflow):
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="exact")
+    first = conversation_append(key=key, messages=turns(2), expected_length=0)  # the locked path (ORM insert)
+    conversation_append(key=key, messages=tool_turn("c9"), expected_length=2, expected_digest=first.digest)
+    stored = conversation_load(key=key)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT m.wire::text, m.digest FROM conversations_conversationmessage m "
+            "JOIN conversations_agentconversation c ON c.id = m.conversation_id "
+            "WHERE c.agent_node_id = %s ORDER BY m.seq",
+            ["exact"],
+        )
+        rows = cursor.fetchall()
+
+    assert [text for text, _ in rows] == [canonical_json(message) for message in stored]
+    assert [digest for _, digest in rows] == wire.digests_of(stored)
+    assert ConversationMessage.objects.filter(conversation__agent_node_id="exact").first().wire == stored[0]
