@@ -140,7 +140,7 @@ def _normalized(m: Any, where: str) -> Message:
 
 
 def _locate_json_error(message: Message, where: str) -> None:
-    """Raise the WireError naming the part of `message` that is not JSON-serializable."""
+    """Raise the WireError naming the part of `message` that is not JSON-serializable (the error path)."""
     _check_json(message["metadata"], f"{where}.metadata")
     for i, block in enumerate(message["content"]):
         _check_json(block, f"{where}.content[{i}]")
@@ -153,10 +153,7 @@ def validate_message(m: Any, *, index: int | None = None) -> Message:
     Normalization: a string ``content`` becomes one text block, a missing ``metadata`` becomes ``{}``,
     top-level keys other than role/content/metadata (``ts``, ``version``, ...) are dropped.
     """
-    where = "message" if index is None else f"message[{index}]"
-    message = _normalized(m, where)
-    _locate_json_error(message, where)
-    return copy.deepcopy(message)
+    return copy.deepcopy(encode_message(m, index=index)[0])
 
 
 def encode_message(m: Any, *, index: int | None = None) -> tuple[Message, str]:
