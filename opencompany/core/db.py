@@ -26,6 +26,12 @@ from django.db import connection
 
 type Params = Sequence[Any] | dict[str, Any]
 
+# psycopg only prepares on a connection that has a threshold, and Django opens its connections with
+# none (prepared statements off, for poolers): without one, ``prepare=True`` is silently ignored. The
+# ORM's cursors bind on the client and never prepare, so a threshold no query reaches makes exactly
+# the statements that ask for it (ours) prepared.
+_ONLY_WHEN_ASKED = 2**62
+
 
 @cache
 def _cursor_class() -> type:
@@ -33,7 +39,7 @@ def _cursor_class() -> type:
 
     class HotCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
         def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-            kwargs.setdefault("prepare", True if settings.OPENCOMPANY_DB_PREPARE else None)
+            kwargs.setdefault("prepare", bool(settings.OPENCOMPANY_DB_PREPARE))
             kwargs.setdefault("binary", True)
             return super().execute(query, params, **kwargs)  # type: ignore[misc]
 
@@ -43,7 +49,10 @@ def _cursor_class() -> type:
 def _run[T](sql: str, params: Params, fetch: Callable[[Any], T]) -> T:
     connection.close_if_health_check_failed()
     connection.ensure_connection()
-    cursor = _cursor_class()(connection.connection)
+    raw = connection.connection
+    if raw.prepare_threshold is None and settings.OPENCOMPANY_DB_PREPARE:
+        raw.prepare_threshold = _ONLY_WHEN_ASKED
+    cursor = _cursor_class()(raw)
     if connection.queries_logged or connection.execute_wrappers:
         with connection._prepare_cursor(cursor) as wrapped:  # type: ignore[attr-defined]
             wrapped.execute(sql, params)

@@ -1,0 +1,70 @@
+"""The hand-written hot statements (opencompany/core/db.py) are prepared on PostgreSQL when asked."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.db.utils import IntegrityError
+
+from conversations.selectors import conversation_load
+from conversations.services import conversation_append
+from conversations.types import ConversationKey
+from opencompany.core.db import hot_fetchall, hot_fetchone
+from tests.conversations.conftest import turns
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+_PROBE = "SELECT %(n)s::int + 1 AS hot_probe"
+
+
+def _prepared(fragment: str) -> list[str]:
+    """Statements prepared on this session whose text holds `fragment` (read through the ORM cursor)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s", [f"%{fragment}%"]
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_a_hot_statement_is_prepared_once_on_a_connection_django_opened_without_a_threshold():
+    connection.close()
+    connection.ensure_connection()
+    assert connection.connection.prepare_threshold is None  # as Django opens it: prepared statements off
+
+    assert [hot_fetchone(_PROBE, {"n": n}) for n in (1, 2, 3)] == [(2,), (3,), (4,)]
+
+    assert len(_prepared("hot_probe")) == 1
+    # the ORM's client-side cursors still never prepare
+    list(connection.introspection.table_names())
+    assert _prepared("information_schema") == _prepared("pg_catalog.pg_class") == []
+
+
+def test_the_append_and_the_load_run_prepared(workflow):
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="a")
+    first = conversation_append(key=key, messages=turns(2), expected_length=0)
+    conversation_append(key=key, messages=turns(2), expected_length=2, expected_digest=first.digest)
+    conversation_load(key=key)
+
+    assert len(_prepared("INSERT INTO conversations_conversationmessage")) == 1  # the one-statement append
+    assert len(_prepared("string_agg")) == 1  # the load
+
+
+def test_prepare_off_prepares_nothing(settings):
+    settings.OPENCOMPANY_DB_PREPARE = False
+    connection.close()
+
+    assert hot_fetchall(_PROBE, {"n": 1}) == [(2,)]
+
+    assert _prepared("hot_probe") == []
+    assert connection.connection.prepare_threshold is None
+
+
+def test_errors_are_django_errors(workflow):
+    with pytest.raises(IntegrityError):
+        hot_fetchone(
+            "INSERT INTO conversations_agentconversation (id, owner_id, workflow_id, generation, agent_node_id,"
+            " length, revision, bytes, head_digest, input_tokens, output_tokens, cache_read_tokens,"
+            " cache_write_tokens, last_input_tokens, notes, notes_revision, created_at, updated_at)"
+            " VALUES (1, %(owner)s, 'w', 0, 'a', 0, 0, 0, '', 0, 0, 0, 0, 0, '[]', 0, now(), now())",
+            {"owner": workflow.owner_id},
+        )
