@@ -127,3 +127,34 @@ def test_the_stored_text_is_the_canonical_text_the_digest_covers_on_every_write_
     assert [text for text, _ in rows] == [canonical_json(message) for message in stored]
     assert [digest for _, digest in rows] == wire.digests_of(stored)
     assert ConversationMessage.objects.filter(conversation__agent_node_id="exact").first().wire == stored[0]
+
+
+def test_awkward_text_is_stored_byte_for_byte_by_the_one_statement_append(workflow):
+    """The turn's arrays go in binary: nothing in a message is quoted, escaped or trimmed on the way."""
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="awkward")
+    first = conversation_append(key=key, messages=turns(1), expected_length=0)
+    texts = [
+        'say "hi", {then} \\ leave',
+        "NULL",
+        "\\u0000 is written out, not a NUL",
+        " \t\n\u00a0\u1680\u2003\u3000 ",
+        "emoji 🧠 and RTL עברית",
+        '{"a":[1,2]}',
+    ]
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": t}], "metadata": {"k": t}} for t in texts
+    ]
+
+    with CaptureQueriesContext(connection) as queries:
+        conversation_append(key=key, messages=messages, expected_length=1, expected_digest=first.digest)
+
+    assert len(queries.captured_queries) == 1  # the one-statement path took it
+    assert conversation_load(key=key)[1:] == messages
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT m.wire::text FROM conversations_conversationmessage m "
+            "JOIN conversations_agentconversation c ON c.id = m.conversation_id "
+            "WHERE c.agent_node_id = %s AND m.seq > 0 ORDER BY m.seq",
+            ["awkward"],
+        )
+        assert [row[0] for row in cursor.fetchall()] == [canonical_json(m) for m in messages]
