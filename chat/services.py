@@ -32,6 +32,7 @@ from conversations.models import BranchSnapshot
 from conversations.types import ConversationKey
 from graphs.hooks import ResetContext
 from graphs.models import Workflow
+from opencompany.core.db import hot_fetchone
 from opencompany.core.errors import ApplicationError, invalid, not_found
 from opencompany.core.events import chat_group, publish_now, publish_on_commit
 from opencompany.core.ids import mint_id
@@ -353,7 +354,8 @@ WITH th AS (
         parent_run_id, claimant, heartbeat_at, error_code, error_message, context_cursors, draft_text,
         draft_steps, last_seq, usage, created_at, started_at)
     SELECT %(run_id)s, ok.id, %(workflow_id)s, ok.generation, 'message', %(state)s, %(uid)s, %(reply_uid)s,
-        '', %(claimant)s, %(heartbeat_at)s, '', '', '{}', '', '[]', %(last_seq)s, '{}', %(now)s, %(started_at)s
+        '', %(claimant)s, %(heartbeat_at)s::timestamptz, '', '', '{}', '', '[]', %(last_seq)s, '{}', %(now)s,
+        %(started_at)s::timestamptz
     FROM ok
     RETURNING generation
 ), msg AS (
@@ -402,9 +404,7 @@ def _send_one_statement(
         **claim,
     }
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(_ADMIT_SQL, params)
-            row = cursor.fetchone()
+        row = hot_fetchone(_ADMIT_SQL, params)
     except IntegrityError:
         return None
     if row is None:

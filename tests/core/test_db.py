@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.db.utils import IntegrityError
 
+from chat import services as chat_services
 from conversations.selectors import conversation_load
 from conversations.services import conversation_append
 from conversations.types import ConversationKey
@@ -47,6 +48,15 @@ def test_the_append_and_the_load_run_prepared(workflow):
 
     assert len(_prepared("INSERT INTO conversations_conversationmessage")) == 1  # the one-statement append
     assert len(_prepared("string_agg")) == 1  # the load
+
+
+def test_the_chat_send_runs_prepared(workflow):
+    first = chat_services.chat_send(workflow=workflow, text="first")  # creates the thread: the locked path
+    chat_services.run_finish(run_id=first.run.run_id, claimant=None, outcome="finished", text="ok", seq=1)
+
+    chat_services.chat_send(workflow=workflow, text="second")  # the one-statement send
+
+    assert len(_prepared("INSERT INTO chat_chatmessage")) == 1
 
 
 def test_prepare_off_prepares_nothing(settings):
