@@ -38,6 +38,8 @@ os.environ.update(
         "DJANGO_SETTINGS_MODULE": "opencompany.settings",
         "LOG_LEVEL": "WARNING",
         "OPENCOMPANY_EMBEDDER": "none",
+        "DEBUG": "0",  # as deployed: with DEBUG on, Django keeps every query in connection.queries
+        "SECRET_KEY": "bench-only-not-secret",
     }
 )
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.conf import settings
+from django.db import close_old_connections, connection
 from django.db.utils import IntegrityError
 
 from chat import services as chat_services
@@ -57,6 +58,22 @@ def test_the_chat_send_runs_prepared(workflow):
     chat_services.chat_send(workflow=workflow, text="second")  # the one-statement send
 
     assert len(_prepared("INSERT INTO chat_chatmessage")) == 1
+
+
+def test_a_connection_outlives_the_cleanup_channels_runs_around_each_database_call():
+    """Channels closes obsolete connections before and after every database_sync_to_async call; on
+    PostgreSQL ours are kept (DB_CONN_MAX_AGE defaults to 60 there), so a websocket frame does not
+    reconnect and the prepared statements stay."""
+    assert settings.DATABASES["default"]["CONN_MAX_AGE"] == 60
+    hot_fetchone(_PROBE, {"n": 1})
+    backend = connection.connection.info.backend_pid
+
+    close_old_connections()  # what Channels runs after a call
+    close_old_connections()  # and before the next
+
+    assert hot_fetchone(_PROBE, {"n": 2}) == (3,)
+    assert connection.connection.info.backend_pid == backend
+    assert len(_prepared("hot_probe")) == 1
 
 
 def test_prepare_off_prepares_nothing(settings):
