@@ -12,8 +12,11 @@ Two modes, each on fresh conversations (BENCH_MODES picks; both by default):
   back-to-back each store's saves in a row, then its loads in a row
   interleaved  the stores take turns in a fresh seeded order each round, so every save finds caches and
                CPUs cooled by the other stores' work (the fastest store pays this most, in proportion)
-Every target must hold in both modes. A "floor" row writes each turn as one unindexed JSONB row with one
-INSERT and commit on the same server: the least a durable per-turn write costs here, for scale.
+Every back-to-back phase, and each size's interleaved rounds, start after a CHECKPOINT: the comparisons write
+megabytes of WAL per turn, and the checkpoints that forces would otherwise spread their writes over
+whichever store's phase came next. Every target must hold in both modes. A "floor" row writes each turn as
+one unindexed JSONB row with one INSERT and commit on the same server: the least a durable per-turn write
+costs here, for scale.
 
 Run: DATABASE_URL=postgres://postgres@127.0.0.1:5432/opencompany_bench .venv/bin/python bench/conversations.py
 (the database is created and migrated when missing). Not a test: prints a table and a VERDICT line.
@@ -222,6 +225,11 @@ def main() -> None:
 
     publish = events_module.publish_now
 
+    def checkpoint() -> None:
+        """Write out what earlier phases dirtied: this server's requested checkpoints (the other stores
+        write megabytes of WAL per turn) otherwise spread their writes over whichever phase comes next."""
+        wal.execute("CHECKPOINT")
+
     def ours(name: str, base: list[dict[str, Any]], *, events: bool) -> System:
         """Our store. Without events the after-commit publish is switched off (the store alone)."""
         key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=name)
@@ -338,14 +346,18 @@ def main() -> None:
 
             order_rng = random.Random(SEED + n)
             if mode == "back-to-back":
-                # Each store's saves in a row, then its loads in a row: the usual microbenchmark.
+                # Each store's saves in a row, then its loads in a row: the usual microbenchmark. Each
+                # phase starts after a checkpoint, so no store's saves pay for the WAL an earlier one wrote.
                 for s in systems:
+                    checkpoint()
                     for turn in turns:
                         turn_of(s, turn)
                     if s != "floor":
                         out[s]["load"] = [_timed(systems[s].load) for _ in turns]
             else:
                 # Turn by turn in a fresh seeded order each round: no store always follows the same one.
+                # One checkpoint after the setup; what the stores' own turns write is part of this mode.
+                checkpoint()
                 for turn in turns:
                     order = order_rng.sample(list(systems), len(systems))
                     for s in order:
