@@ -94,13 +94,16 @@ TEMPLATES = [
 # --- database -------------------------------------------------------------------------------
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}", conn_health_checks=True
+        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
+        conn_health_checks=_env_bool("DB_CONN_HEALTH_CHECKS", False),
     )
 }
-# PostgreSQL connections are kept (60 s, checked before reuse) unless DB_CONN_MAX_AGE says otherwise:
-# Channels' database_sync_to_async closes a connection that is not kept after every call, so each
-# websocket frame would reconnect (a chat send measured 17.5 ms that way against 3.6 ms on a kept
-# connection), and the prepared hot statements (opencompany/core/db.py) live with their connection.
+# PostgreSQL connections are kept (60 s) unless DB_CONN_MAX_AGE says otherwise: Channels'
+# database_sync_to_async closes a connection that is not kept after every call, so each websocket frame
+# would reconnect (a chat send measured 18.8 ms that way against 3.6 ms on a kept connection), and the
+# prepared hot statements (opencompany/core/db.py) live with their connection. Health checks stay off
+# by default: they cost a round trip per websocket call (12% of the database threads' time under the
+# chat load bench); without them a connection a server restart broke fails one call and is replaced.
 DATABASES["default"]["CONN_MAX_AGE"] = _env_int(
     "DB_CONN_MAX_AGE", 60 if DATABASES["default"]["ENGINE"].endswith("postgresql") else 0
 )
