@@ -41,6 +41,7 @@ from memory.models import (
 from memory.scope import MemoryScope
 from memory.search import fts_rebuild
 from memory.selectors import active_q, memory_view, revision_view
+from opencompany.core.db import hot_fetchone
 from opencompany.core.events import owner_group, publish_on_commit
 from opencompany.core.ids import mint_id
 from opencompany.core.json import fingerprint
@@ -327,14 +328,13 @@ def _remember_one_statement(
     )
     params += revision_values
     sql = "WITH " + ", ".join(parts) + " SELECT (SELECT count(*) FROM ns), (SELECT id FROM it)"  # noqa: S608
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-        if row is not None and row[1] is not None:
-            return int(row[1])
-        if row is not None and row[0]:
-            # A concurrent request claimed the same operation id between the check and the insert:
-            # give the slot back; the general path replays that request's result.
+    row = hot_fetchone(sql, params)
+    if row is not None and row[1] is not None:
+        return int(row[1])
+    if row is not None and row[0]:
+        # A concurrent request claimed the same operation id between the check and the insert:
+        # give the slot back; the general path replays that request's result.
+        with connection.cursor() as cursor:
             cursor.execute(
                 f"UPDATE {namespace_table} SET item_count = item_count - 1 WHERE id = %s",  # noqa: S608
                 [scope.namespace],

@@ -11,7 +11,10 @@ from chat import services as chat_services
 from conversations.selectors import conversation_load
 from conversations.services import conversation_append
 from conversations.types import ConversationKey
+from memory.scope import memory_scope
+from memory.services import memory_remember
 from opencompany.core.db import hot_fetchall, hot_fetchone
+from tests.conftest import node_id
 from tests.conversations.conftest import turns
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -58,6 +61,18 @@ def test_the_chat_send_runs_prepared(workflow):
     chat_services.chat_send(workflow=workflow, text="second")  # the one-statement send
 
     assert len(_prepared("INSERT INTO chat_chatmessage")) == 1
+
+
+def test_the_remember_runs_prepared(workflow):
+    scope = memory_scope(workflow=workflow, memory_node_id=node_id(workflow, "simpleMemory"))
+    # the first call tries the statement without a receipt, finds no namespace, takes the general path
+    memory_remember(scope=scope, content="creates the namespace", actor="owner:1")
+    memory_remember(scope=scope, content="one", actor="agent:r", operation_id="op-1")  # one statement
+    memory_remember(scope=scope, content="two", actor="agent:r", operation_id="op-2")
+
+    # two shapes (with and without a receipt), each prepared once
+    assert len(_prepared("INSERT INTO memory_memoryitem")) == 2
+    assert len(_prepared("INSERT INTO memory_memoryreceipt")) == 1
 
 
 def test_a_connection_outlives_the_cleanup_channels_runs_around_each_database_call():

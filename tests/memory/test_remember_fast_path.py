@@ -3,6 +3,8 @@ namespace, a replay, a full namespace) answered exactly as before by the general
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -27,18 +29,28 @@ def test_common_remember_is_one_statement_and_writes_item_revision_and_receipt(s
 
     with CaptureQueriesContext(connection) as queries:
         result = services.memory_remember(
-            scope=scope, content="green tea, no sugar", actor="agent:run_1", tags=["tea"], operation_id="op-1"
+            scope=scope,
+            content='green "tea", no sugar \\ NULL \u00a0🍵',
+            title="Drinks",
+            category="preference",
+            actor="agent:run_1",
+            tags=["tea", "morning"],
+            expires_at="2031-01-02T03:04:05Z",
+            operation_id="op-1",
         )
 
     statements = [q["sql"] for q in queries.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
     assert len(statements) == 1
     item = MemoryItem.objects.get(memory_id=result.memory["id"])
-    assert (item.content, item.tags, item.version, item.created_by) == (
-        "green tea, no sugar",
-        ["tea"],
+    assert (item.content, item.title, item.category, item.tags, item.version, item.created_by) == (
+        'green "tea", no sugar \\ NULL \u00a0🍵',
+        "Drinks",
+        "preference",
+        ["tea", "morning"],
         1,
         "agent:run_1",
     )
+    assert item.expires_at == datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)
     revision = MemoryRevision.objects.get(memory_id=item.memory_id)
     assert (revision.version, revision.operation, revision.actor) == (1, "remember", "agent:run_1")
     assert MemoryReceipt.objects.get(operation_id="op-1").result["memory_id"] == item.memory_id
