@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
+import queue
 import threading
-import time
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -104,28 +104,110 @@ def _enqueue(loop: asyncio.AbstractEventLoop, group: str, message: dict[str, Any
     queue.put_nowait((group, message))
 
 
-_publisher_loop: asyncio.AbstractEventLoop | None = None
+class _ThreadPublisher:
+    """The publisher of a process without a serving loop (a script, a command, a worker) on Redis pub/sub:
+    one daemon thread with a blocking Redis client per shard. `put` costs the caller a queue append; the
+    thread sends everything waiting as one pipelined round trip per shard, in arrival order (a group
+    always maps to one shard, so each group's order holds). Measured against an event loop in a thread
+    doing the same with the asyncio client: ~0.1 ms of CPU per event against ~0.25 ms, and about 0.3 ms
+    less added to each write that publishes one (docs/benchmarks.md)."""
+
+    def __init__(self, layer: Any) -> None:
+        from channels_redis.utils import decode_hosts
+
+        self._layer = layer
+        self._prefix = layer._kwargs.get("prefix", "asgi")
+        self._hosts = decode_hosts(layer._kwargs.get("hosts"))
+        self._clients: dict[int, Any] = {}
+        self._queue: queue.SimpleQueue[tuple[str, dict[str, Any]] | threading.Event] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="event-publisher", daemon=True).start()
+        atexit.register(self.flush)
+
+    def put(self, group: str, message: dict[str, Any]) -> None:
+        self._queue.put((group, message))
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait (at most `timeout` seconds) until everything put before this call has been sent (or has
+        failed and been logged). True when it has."""
+        marker = threading.Event()
+        self._queue.put(marker)
+        return marker.wait(timeout)
+
+    def _serve(self) -> None:
+        while True:
+            waiting = [self._queue.get()]
+            while len(waiting) < MAX_BATCH:
+                try:
+                    waiting.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            batch = [item for item in waiting if not isinstance(item, threading.Event)]
+            try:
+                if batch:
+                    self._send(batch)
+            except Exception:
+                logger.exception("event publish failed count=%d", len(batch))
+            for item in waiting:
+                if isinstance(item, threading.Event):
+                    item.set()
+
+    def _send(self, batch: list[tuple[str, dict[str, Any]]]) -> None:
+        from channels_redis.utils import _consistent_hash
+
+        shards: dict[int, list[tuple[str, bytes]]] = {}
+        for group, message in batch:
+            name = f"{self._prefix}__group__{group}"  # the pub/sub layer's group channel name
+            shard = _consistent_hash(name, len(self._hosts))
+            shards.setdefault(shard, []).append((name, self._layer.serialize(message)))
+        for shard, items in shards.items():
+            client = self._client(shard)
+            if len(items) == 1:
+                client.publish(*items[0])
+                continue
+            pipe = client.pipeline(transaction=False)
+            for name, data in items:
+                pipe.publish(name, data)
+            pipe.execute()
+
+    def _client(self, shard: int) -> Any:
+        """A blocking client for the shard, configured as channels_redis configures its asyncio one."""
+        client = self._clients.get(shard)
+        if client is None:
+            import redis
+            import redis.sentinel
+
+            host = dict(self._hosts[shard])
+            host.setdefault("socket_timeout", 5)
+            host.setdefault("socket_connect_timeout", 5)
+            if "address" in host:
+                pool = redis.ConnectionPool.from_url(host.pop("address"), **host)
+            elif "master_name" in host:
+                sentinel = redis.sentinel.Sentinel(
+                    host.pop("sentinels"), sentinel_kwargs=host.pop("sentinel_kwargs", None)
+                )
+                pool = redis.sentinel.SentinelConnectionPool(host.pop("master_name"), sentinel, **host)
+            else:
+                pool = redis.ConnectionPool(**host)
+            client = self._clients[shard] = redis.Redis(connection_pool=pool)
+        return client
 
 
-def _publisher() -> asyncio.AbstractEventLoop:
-    """A process-wide publisher loop in a daemon thread (processes without a serving loop)."""
-    global _publisher_loop
+_thread_publishers: dict[int, _ThreadPublisher] = {}
+
+
+def _thread_publisher(layer: Any) -> _ThreadPublisher | None:
+    """This process's publisher thread for `layer` when it is a Redis pub/sub layer, else None."""
+    try:
+        from channels_redis.pubsub import RedisPubSubChannelLayer
+    except ImportError:  # pragma: no cover - channels-redis is a dependency
+        return None
+    if not isinstance(layer, RedisPubSubChannelLayer):
+        return None
     with _queues_lock:
-        if _publisher_loop is None or _publisher_loop.is_closed():
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="event-publisher", daemon=True).start()
-            _publisher_loop = loop
-            atexit.register(_flush_publisher, loop)
-        return _publisher_loop
-
-
-def _flush_publisher(loop: asyncio.AbstractEventLoop, timeout: float = 5.0) -> None:
-    """At exit, give queued events a few seconds to leave."""
-    queue = _queues.get(loop)
-    deadline = time.monotonic() + timeout
-    while queue is not None and not queue.empty() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.05)
+        publisher = _thread_publishers.get(id(layer))
+        if publisher is None or publisher._layer is not layer:
+            publisher = _thread_publishers[id(layer)] = _ThreadPublisher(layer)
+        return publisher
 
 
 def publish_now(group: str, type: str, data: dict[str, Any]) -> None:
@@ -138,14 +220,6 @@ def publish_now(group: str, type: str, data: dict[str, Any]) -> None:
     """
     message = {"type": "app.event", "event": type, "data": data}
     loop = serving_loop()
-    if loop is None:
-        try:
-            layer = get_channel_layer()
-        except Exception:
-            logger.exception("no channel layer group=%s type=%s", group, type)
-            return
-        if layer is not None and not isinstance(layer, InMemoryChannelLayer):
-            loop = _publisher()
     if loop is not None:
         try:
             running = asyncio.get_running_loop()
@@ -159,6 +233,13 @@ def publish_now(group: str, type: str, data: dict[str, Any]) -> None:
         layer = get_channel_layer()
         if layer is None:
             return
+        if loop is None:
+            publisher = _thread_publisher(layer)
+            if publisher is not None:
+                publisher.put(group, message)
+                return
+            if isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(group):
+                return  # nobody in this process joined the group: nothing to deliver, no loop to spin up
         async_to_sync(layer.group_send)(group, message)
     except Exception:
         logger.exception("event publish failed group=%s type=%s", group, type)

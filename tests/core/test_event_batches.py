@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from opencompany.core import events
 from opencompany.core.events import _publish_batch
 
 pytestmark = pytest.mark.redis
@@ -59,3 +60,64 @@ def test_other_layers_get_one_group_send_after_another() -> None:
         return [await asyncio.wait_for(layer.receive(ch), 1) for _ in range(5)]
 
     assert [m["data"]["seq"] for m in asyncio.run(scenario())] == [0, 1, 2, 3, 4]
+
+
+def _redis_layer(*hosts: str) -> Any:
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    return RedisPubSubChannelLayer(hosts=list(hosts), prefix=f"oc-test-{uuid.uuid4().hex[:8]}")
+
+
+def test_without_a_serving_loop_a_redis_event_leaves_from_the_publisher_thread_in_order(monkeypatch) -> None:
+    """A script or command has no serving loop: `publish_now` puts the event on the process's publisher
+    thread and returns; the thread sends each group's events in order, across two shards."""
+    url = os.environ["REDIS_URL"]
+    base = url.rsplit("/", 1)[0]
+    layer = _redis_layer(f"{base}/0", f"{base}/1")
+    monkeypatch.setattr(events, "get_channel_layer", lambda *a, **k: layer)
+    monkeypatch.setattr(events, "_serving_loop", None)
+    sent: list[tuple[str, dict[str, Any]]] = []
+    real_send = events._ThreadPublisher._send
+    monkeypatch.setattr(
+        events._ThreadPublisher, "_send", lambda self, batch: (sent.extend(batch), real_send(self, batch))
+    )
+
+    async def scenario() -> dict[str, list[int]]:
+        channels = {group: await layer.new_channel() for group in ("chat.one", "chat.two", "owner.7")}
+        for group, channel in channels.items():
+            await layer.group_add(group, channel)
+        groups = list(channels)
+        for i in range(60):
+            events.publish_now(groups[i % 3], "run.delta", {"seq": i})
+        got = {
+            group: [(await asyncio.wait_for(layer.receive(channel), 5))["data"]["seq"] for _ in range(20)]
+            for group, channel in channels.items()
+        }
+        await layer.flush()
+        return got
+
+    got = asyncio.run(scenario())
+
+    assert got == {
+        group: list(range(n, 60, 3)) for n, group in enumerate(("chat.one", "chat.two", "owner.7"))
+    }
+    assert len(sent) == 60  # every event went through the publisher thread
+    publisher = events._thread_publisher(layer)
+    assert publisher is not None
+    assert publisher.flush(5)
+
+
+def test_the_publisher_thread_logs_an_unreachable_redis_and_never_raises(monkeypatch, caplog) -> None:
+    layer = _redis_layer("redis://127.0.0.1:1/0")  # nothing listens on port 1
+    monkeypatch.setattr(events, "get_channel_layer", lambda *a, **k: layer)
+    monkeypatch.setattr(events, "_serving_loop", None)
+
+    events.publish_now("owner.1", "memory.updated", {"operation": "remember"})  # returns at once
+    publisher = events._thread_publisher(layer)
+
+    assert publisher is not None
+    assert publisher.flush(10)
+    assert "event publish failed count=1" in caplog.text
+    events.publish_now("owner.1", "memory.updated", {"operation": "forget"})  # the thread lives on
+    assert publisher.flush(10)
+    assert caplog.text.count("event publish failed") == 2
