@@ -2,7 +2,7 @@
 
 Django's psycopg backend binds parameters on the client by default: each call sends the whole
 statement as text with every value quoted into it, and the server parses and plans it again. The
-per-turn append, the conversation load and the chat send run on every turn, so they go through
+per-turn append, the conversation load, the chat send and memory's remember run on every turn, so they go through
 `hot_fetchone` / `hot_fetchall`, which send the values apart from the text (server-side binding, binary
 results) and, unless ``OPENCOMPANY_DB_PREPARE`` is off, keep the statement prepared on the connection
 (parsed and planned once per connection; kept connections matter, see ``DB_CONN_MAX_AGE``).
