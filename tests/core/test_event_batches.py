@@ -78,9 +78,12 @@ def test_without_a_serving_loop_a_redis_event_leaves_from_the_publisher_thread_i
     monkeypatch.setattr(events, "_serving_loop", None)
     sent: list[tuple[str, dict[str, Any]]] = []
     real_send = events._ThreadPublisher._send
-    monkeypatch.setattr(
-        events._ThreadPublisher, "_send", lambda self, batch: (sent.extend(batch), real_send(self, batch))
-    )
+
+    def recording_send(self: Any, batch: list[tuple[str, dict[str, Any]]]) -> None:
+        sent.extend(batch)
+        real_send(self, batch)
+
+    monkeypatch.setattr(events._ThreadPublisher, "_send", recording_send)
 
     async def scenario() -> dict[str, list[int]]:
         channels = {group: await layer.new_channel() for group in ("chat.one", "chat.two", "owner.7")}
