@@ -16,7 +16,8 @@ from django.db import transaction
 from conversations import errors
 from conversations.policies import Summarizer, apply_compaction, plan_compaction
 from conversations.selectors import conversation_cursor, conversation_load
-from conversations.services import _error, _lock_head, _prepare, _save_locked, _state
+from conversations.services._common import _error, _lock_head, _prepare, _state
+from conversations.services.conversation import _save_locked
 from conversations.types import ConversationCursor, ConversationKey, ConversationWrite
 
 

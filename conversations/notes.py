@@ -19,7 +19,7 @@ from django.utils import timezone
 from conversations import errors
 from conversations.models import AgentConversation
 from conversations.selectors import notes_read
-from conversations.services import _error, _lock_head, _publish
+from conversations.services._common import _error, _lock_head, _publish
 from conversations.types import ConversationKey, NotesState
 from opencompany.core.errors import invalid
 
