@@ -1,0 +1,64 @@
+"""Owner chat writes: send, stop, edit, retry, switch, feedback, clear, and the run lifecycle.
+
+Every entry point owns its transaction. The thread row is the chat's lock: admissions and branch moves
+take it first (`select_for_update`), then the conversation head rows in agent order, so two writers to
+one chat serialize instead of forking the tree. Events go out after commit.
+
+Modules: `_common` (shared helpers, admission, dispatch, run and thread events), `send` (send, stop),
+`branches` (feedback, branch moves, clear), `runs` (a turn's notes and the run lifecycle). Import the
+public names from this package.
+"""
+
+from chat.services._common import (
+    FEEDBACK_EXCERPT_CHARS,
+    MAX_MESSAGE_CHARS,
+    MAX_NOTES_PER_TURN,
+    Admission,
+    new_claimant,
+    run_control_group,
+    run_started_event,
+)
+from chat.services.branches import chat_clear, chat_edit, chat_feedback, chat_retry, chat_switch
+from chat.services.runs import (
+    chat_end_run,
+    chat_reset_hook,
+    notes_claim,
+    notes_deliver,
+    run_claim,
+    run_finish,
+    run_record_cursors,
+    run_save_draft,
+    run_state,
+    runs_needing_watchdog,
+    watchdog_pass,
+)
+from chat.services.send import chat_send, chat_send_as_owner, chat_stop
+
+__all__ = [
+    "FEEDBACK_EXCERPT_CHARS",
+    "MAX_MESSAGE_CHARS",
+    "MAX_NOTES_PER_TURN",
+    "Admission",
+    "chat_clear",
+    "chat_edit",
+    "chat_end_run",
+    "chat_feedback",
+    "chat_reset_hook",
+    "chat_retry",
+    "chat_send",
+    "chat_send_as_owner",
+    "chat_stop",
+    "chat_switch",
+    "new_claimant",
+    "notes_claim",
+    "notes_deliver",
+    "run_claim",
+    "run_control_group",
+    "run_finish",
+    "run_record_cursors",
+    "run_save_draft",
+    "run_started_event",
+    "run_state",
+    "runs_needing_watchdog",
+    "watchdog_pass",
+]

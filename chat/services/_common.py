@@ -1,0 +1,269 @@
+"""Shared helpers of the chat services: checks, message and leaf writes, run admission, dispatch, and the
+run and thread events. Plain functions: the entry points (in the sibling modules) own the transaction."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from chat import errors
+from chat.models import LIVE_STATES, ChatMessage, ChatRun, ChatThread
+from chat.selectors import live_generation
+from graphs.models import Workflow
+from opencompany.core.errors import ApplicationError, invalid
+from opencompany.core.events import chat_group, publish_now, publish_on_commit
+from opencompany.core.ids import mint_id
+
+MAX_MESSAGE_CHARS = 50_000
+MAX_NOTES_PER_TURN = 8
+FEEDBACK_EXCERPT_CHARS = 300
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+
+
+def _err(code: str, message: str, extra: dict[str, Any] | None = None) -> ApplicationError:
+    return ApplicationError(code, message, extra, status=errors.STATUS.get(code, 400))
+
+
+@dataclass
+class Admission:
+    """What send/edit/retry admitted (or found again, for an idempotent re-send)."""
+
+    message: ChatMessage
+    run: ChatRun
+    created: bool
+    revision: int
+
+
+# --- helpers (plain; entry points own the transaction) ----------------------------------------------
+
+
+def _thread_for_update(workflow: Workflow) -> ChatThread:
+    """The workflow's thread, created on first use, locked for the rest of the transaction."""
+    thread = ChatThread.objects.select_for_update().filter(workflow=workflow).first()
+    if thread is None:
+        ChatThread.objects.get_or_create(workflow=workflow)  # the unique workflow column settles a race
+        thread = ChatThread.objects.select_for_update().get(workflow=workflow)
+    return thread
+
+
+def _require_live(workflow: Workflow) -> int:
+    generation = live_generation(workflow=workflow)
+    if generation == 0:
+        raise _err(errors.NOT_RUNNING, "This workflow is not deployed; deploy it to chat with its agent.")
+    return generation
+
+
+def _check_text(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise invalid("The message must be non-blank text.", {"text": ["This field may not be blank."]})
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise _err(
+            errors.MESSAGE_TOO_LONG,
+            f"A message may hold at most {MAX_MESSAGE_CHARS} characters.",
+            {"limit": MAX_MESSAGE_CHARS, "length": len(text)},
+        )
+    return text
+
+
+def _check_client_id(client_message_id: str | None) -> str:
+    if client_message_id in (None, ""):
+        return ""
+    if not isinstance(client_message_id, str) or not _CLIENT_ID.match(client_message_id):
+        raise invalid(
+            "client_message_id must be 1 to 100 characters of letters, digits, '_', '.', ':' or '-'.",
+            {"client_message_id": ["Invalid format."]},
+        )
+    return client_message_id
+
+
+def _check_revision(thread: ChatThread, expected_revision: int | None) -> None:
+    if expected_revision is None:
+        return
+    if isinstance(expected_revision, bool) or not isinstance(expected_revision, int):
+        raise invalid("expected_revision must be an integer.", {"expected_revision": ["Must be an integer."]})
+    if thread.revision != expected_revision:
+        raise _err(
+            errors.REVISION_CONFLICT,
+            "The chat changed since you loaded it; reload and try again.",
+            {"current_revision": thread.revision},
+        )
+
+
+def _check_lane(thread: ChatThread) -> None:
+    live = (
+        ChatRun.objects.filter(thread=thread, state__in=LIVE_STATES).values_list("run_id", flat=True).first()
+    )
+    if live:
+        raise _err(
+            errors.RUN_IN_PROGRESS, "The agent is still answering; wait or stop it first.", {"run_id": live}
+        )
+
+
+def _append_message(
+    thread: ChatThread,
+    *,
+    role: str,
+    text: str,
+    generation: int,
+    parent_uid: str,
+    run_id: str = "",
+    client_message_id: str = "",
+    status: str = ChatMessage.Status.COMPLETE,
+    uid: str | None = None,
+    meta: dict[str, Any] | None = None,
+    error_code: str = "",
+    error_message: str = "",
+) -> ChatMessage:
+    """Insert a message and make it the thread's leaf (revision + 1). Call under the thread lock."""
+    message = ChatMessage.objects.create(
+        thread=thread,
+        uid=uid or mint_id("m" if role == ChatMessage.Role.USER else "a"),
+        parent_uid=parent_uid,
+        role=role,
+        text=text,
+        generation=generation,
+        run_id=run_id,
+        client_message_id=client_message_id,
+        status=status,
+        meta=meta or {},
+        error_code=error_code,
+        error_message=error_message[:500],
+    )
+    _move_leaf(thread, message.uid)
+    return message
+
+
+def _move_leaf(thread: ChatThread, leaf_uid: str) -> None:
+    """Make `leaf_uid` the shown path's end (revision + 1). Call under the thread lock: the row cannot
+    change meanwhile, so the in-memory copy is updated without reading it back."""
+    ChatThread.objects.filter(pk=thread.pk).update(
+        active_leaf_uid=leaf_uid, revision=F("revision") + 1, updated_at=timezone.now()
+    )
+    thread.active_leaf_uid = leaf_uid
+    thread.revision += 1
+
+
+def _leaf_parent(thread: ChatThread, generation: int) -> str:
+    """Where a new owner message hangs: the active leaf when it belongs to this generation."""
+    leaf = thread.active_leaf_uid
+    if leaf and ChatMessage.objects.filter(thread=thread, uid=leaf, generation=generation).exists():
+        return leaf
+    return ""
+
+
+def new_claimant() -> str:
+    """A run claimant: host, process, and a per-claim token (the watchdog keys heartbeats on it)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _claims_at_admission() -> bool:
+    """In-process runs execute in the admitting process, so the admission is the claim: the run row is
+    written `running` (seq 1) and `run.started` leaves with the admitting commit, with no second
+    transaction and no wait behind the process's run work. Other executors claim with `run_claim`."""
+    return str(settings.OPENCOMPANY_RUN_EXECUTOR) == "inprocess"
+
+
+def _admission_claim() -> dict[str, Any]:
+    """The claim columns a new run is written with (empty: it waits `queued` for a worker)."""
+    if not _claims_at_admission():
+        return {}
+    now = timezone.now()
+    return {
+        "state": ChatRun.State.RUNNING,
+        "claimant": new_claimant(),
+        "started_at": now,
+        "heartbeat_at": now,
+        "last_seq": 1,
+    }
+
+
+def _new_run(
+    thread: ChatThread, *, generation: int, kind: str, user_message_uid: str, parent_run_id: str = ""
+) -> ChatRun:
+    run_id = mint_id("run")
+    claim = _admission_claim()
+    try:
+        with transaction.atomic():
+            return ChatRun.objects.create(
+                run_id=run_id,
+                thread=thread,
+                workflow_id=thread.workflow_id,
+                generation=generation,
+                kind=kind,
+                user_message_uid=user_message_uid,
+                reply_message_uid=f"a_{run_id}",
+                parent_run_id=parent_run_id,
+                **claim,
+            )
+    except IntegrityError as exc:  # the lane index fired: another run got in first
+        live = (
+            ChatRun.objects.filter(thread=thread, state__in=LIVE_STATES)
+            .values_list("run_id", flat=True)
+            .first()
+        )
+        raise _err(
+            errors.RUN_IN_PROGRESS, "The agent is still answering; wait or stop it first.", {"run_id": live}
+        ) from exc
+
+
+def run_started_event(run: ChatRun) -> dict[str, Any]:
+    """The `run.started` payload (seq 1, set by the claim)."""
+    return {
+        "kind": run.kind,
+        "user_message_id": run.user_message_uid,
+        "reply_message_id": run.reply_message_uid,
+    }
+
+
+def _after_admission(thread: ChatThread, run: ChatRun | None, role: str | None) -> None:
+    publish_on_commit(
+        chat_group(thread.workflow_id),
+        "thread.updated",
+        {"workflow_id": thread.workflow_id, "revision": thread.revision, "role": role},
+    )
+    if run is None:
+        return
+    if run.state == ChatRun.State.RUNNING:  # claimed at admission (in-process executor)
+        _publish_run_event(run, "run.started", run_started_event(run))
+        claimed = run
+        transaction.on_commit(lambda: _dispatch(claimed.run_id, claimed), robust=True)
+    else:
+        run_id = run.run_id
+        transaction.on_commit(lambda: _dispatch(run_id), robust=True)
+
+
+def _dispatch(run_id: str, claimed: ChatRun | None = None) -> None:
+    from chat.executor import dispatch_run
+
+    dispatch_run(run_id, claimed=claimed)
+
+
+def _publish_stop(run_id: str) -> None:
+    publish_now(run_control_group(run_id), "run.stop", {"run_id": run_id})
+
+
+def run_control_group(run_id: str) -> str:
+    """The group a run's executor listens on for Stop, wherever it runs."""
+    return f"run.{run_id}"
+
+
+def _publish_run_event(run: ChatRun, type: str, data: dict[str, Any]) -> None:
+    """A run event with the row's `last_seq` (the caller bumped it in the same transaction)."""
+    payload = {"run_id": run.run_id, "seq": run.last_seq, "workflow_id": run.workflow_id, **data}
+    publish_on_commit(chat_group(run.workflow_id), type, payload)
+
+
+def _publish_thread_changed(run: ChatRun) -> None:
+    """The thread's live runs changed (a queued run ended without answering: its notes stay untold)."""
+    publish_on_commit(
+        chat_group(run.workflow_id), "thread.updated", {"workflow_id": run.workflow_id, "role": None}
+    )

@@ -1,0 +1,318 @@
+"""The run lifecycle, used by the executor and the watchdog: a turn's notes, claim, cursors, drafts,
+finish, the watchdog's sweep, staff's "end run" and the reset hook."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from chat import errors
+from chat.models import LIVE_STATES, ChatMessage, ChatNote, ChatRun, ChatThread
+from chat.services._common import MAX_NOTES_PER_TURN, _append_message, _publish_run_event, _publish_stop
+from graphs.hooks import ResetContext
+from opencompany.core.events import chat_group, publish_on_commit
+
+logger = logging.getLogger("chat.services")  # the package's name, as before the split
+
+# --- notes of a run's turn (claimed by the executor, told by `run_finish`) --------------------------
+
+
+def notes_claim(*, thread_id: int, run_id: str) -> list[str]:
+    """Claim up to 8 untold notes for a run's turn (oldest first); a retried claim gets the same ones."""
+    with transaction.atomic():
+        now = timezone.now()
+        notes = list(
+            ChatNote.objects.select_for_update()
+            .filter(thread_id=thread_id, delivered_at__isnull=True)
+            .order_by("updated_at", "id")[:MAX_NOTES_PER_TURN]
+        )
+        ChatNote.objects.filter(pk__in=[n.pk for n in notes]).update(claimed_run_id=run_id, claimed_at=now)
+        return [n.text for n in notes]
+
+
+def notes_deliver(*, run_id: str) -> int:
+    """Mark a run's claimed notes told (call when the run answered). A note changed after the claim
+    stays untold."""
+    return ChatNote.objects.filter(
+        claimed_run_id=run_id,
+        delivered_at__isnull=True,
+        claimed_at__isnull=False,
+        updated_at__lte=F("claimed_at"),
+    ).update(delivered_at=timezone.now())
+
+
+# --- run lifecycle (used by the executor and the watchdog) -------------------------------------------
+
+
+def run_claim(*, run_id: str, claimant: str) -> ChatRun | None:
+    """Compare-and-swap `queued → running`; None when someone else has it or it ended."""
+    now = timezone.now()
+    claimed = ChatRun.objects.filter(run_id=run_id, state=ChatRun.State.QUEUED).update(
+        state=ChatRun.State.RUNNING,
+        claimant=claimant,
+        started_at=now,
+        heartbeat_at=now,
+        last_seq=F("last_seq") + 1,
+    )
+    if not claimed:
+        return None
+    return ChatRun.objects.get(run_id=run_id)
+
+
+def run_record_cursors(*, run_id: str, cursors: dict[str, dict[str, Any]]) -> None:
+    """Record each prepared agent's conversation cursor; the first record per agent wins."""
+    with transaction.atomic():
+        run = ChatRun.objects.select_for_update().get(run_id=run_id)
+        merged = dict(run.context_cursors or {})
+        for agent, cursor in cursors.items():
+            merged.setdefault(agent, cursor)
+        ChatRun.objects.filter(pk=run_id).update(context_cursors=merged)
+
+
+def run_save_draft(*, run_id: str, claimant: str, text: str, steps: list[dict[str, Any]], seq: int) -> bool:
+    """Durable stream snapshot + heartbeat; False when the run is no longer this claimant's."""
+    return bool(
+        ChatRun.objects.filter(run_id=run_id, claimant=claimant, state__in=LIVE_STATES).update(
+            draft_text=text, draft_steps=steps, last_seq=seq, heartbeat_at=timezone.now()
+        )
+    )
+
+
+def run_state(*, run_id: str) -> str | None:
+    return ChatRun.objects.filter(run_id=run_id).values_list("state", flat=True).first()
+
+
+@transaction.atomic
+def run_finish(
+    *,
+    run_id: str,
+    claimant: str | None,
+    outcome: str,
+    text: str,
+    seq: int,
+    steps: list[dict[str, Any]] | None = None,
+    error_code: str = "",
+    error_message: str = "",
+    usage: dict[str, Any] | None = None,
+) -> ChatRun | None:
+    """End a live run in one terminal state and post its reply (if it has text, or it failed).
+
+    `outcome` is `finished`, `stopped` or `error`; a run in `stopping` always ends `stopped`. Only the
+    claimant may finish a claimed run (the watchdog passes `claimant=None`). Notes the run carried are
+    marked told only if it answered. Returns None when the run had already ended.
+    """
+    qs = ChatRun.objects.select_for_update().filter(run_id=run_id, state__in=LIVE_STATES)
+    if claimant is not None:
+        qs = qs.filter(claimant=claimant)
+    run = qs.first()
+    if run is None:
+        return None
+    if run.state == ChatRun.State.STOPPING and outcome != ChatRun.State.ERROR:
+        outcome = ChatRun.State.STOPPED
+    if (
+        run.state == ChatRun.State.STOPPING
+        and outcome == ChatRun.State.ERROR
+        and error_code == errors.INTERRUPTED
+    ):
+        outcome = ChatRun.State.STOPPED
+    thread = ChatThread.objects.select_for_update().get(pk=run.thread_id)
+    reply: ChatMessage | None = None
+    status: str = {
+        ChatRun.State.FINISHED: ChatMessage.Status.COMPLETE,
+        ChatRun.State.STOPPED: ChatMessage.Status.STOPPED,
+        ChatRun.State.ERROR: ChatMessage.Status.ERROR,
+    }[ChatRun.State(outcome)]
+    if text.strip() or outcome == ChatRun.State.ERROR:
+        leaf_before = thread.active_leaf_uid
+        question_on_leaf = leaf_before == run.user_message_uid
+        reply = _append_message(
+            thread,
+            role=ChatMessage.Role.ASSISTANT,
+            text=text,
+            generation=run.generation,
+            parent_uid=run.user_message_uid,
+            run_id=run.run_id,
+            uid=run.reply_message_uid,
+            status=status,
+            error_code=error_code if outcome == ChatRun.State.ERROR else "",
+            error_message=error_message if outcome == ChatRun.State.ERROR else "",
+        )
+        if not question_on_leaf:
+            # The owner moved elsewhere meanwhile: keep the answer in the tree, not on the shown path.
+            ChatThread.objects.filter(pk=thread.pk).update(active_leaf_uid=leaf_before)
+            thread.active_leaf_uid = leaf_before
+    ended = {
+        "state": outcome,
+        "finished_at": timezone.now(),
+        "draft_text": text,
+        "draft_steps": steps if steps is not None else run.draft_steps,
+        "last_seq": max(seq, run.last_seq) + 1,
+        "error_code": error_code[:60] if outcome == ChatRun.State.ERROR else "",
+        "error_message": error_message[:500] if outcome == ChatRun.State.ERROR else "",
+        "usage": usage or {},
+    }
+    ChatRun.objects.filter(pk=run.pk).update(**ended)
+    for field, value in ended.items():  # the row is locked: the copy is exact without a read-back
+        setattr(run, field, value)
+    answered = outcome == ChatRun.State.FINISHED or (outcome == ChatRun.State.STOPPED and reply is not None)
+    if answered:
+        notes_deliver(run_id=run.run_id)
+    event = {"finished": "run.finished", "stopped": "run.stopped", "error": "run.error"}[outcome]
+    data: dict[str, Any] = {"reply_message_id": reply.uid if reply else None, "text": text}
+    if outcome == ChatRun.State.ERROR:
+        data.update(code=run.error_code, message=run.error_message)
+    _publish_run_event(run, event, data)
+    publish_on_commit(
+        chat_group(run.workflow_id),
+        "thread.updated",
+        {"workflow_id": run.workflow_id, "revision": thread.revision, "role": "assistant"},
+    )
+    return run
+
+
+def runs_needing_watchdog(*, now: Any = None) -> list[ChatRun]:
+    now = now or timezone.now()
+    unclaimed = Q(state=ChatRun.State.QUEUED, created_at__lt=now - timedelta(seconds=120))
+    stuck_stopping = Q(state=ChatRun.State.STOPPING, stop_requested_at__lt=now - timedelta(seconds=45))
+    too_long = Q(
+        state__in=[ChatRun.State.RUNNING, ChatRun.State.STOPPING],
+        started_at__lt=now - timedelta(seconds=int(settings.OPENCOMPANY_RUN_TIMEOUT_S)),
+    )
+    dead = Q(
+        state__in=[ChatRun.State.RUNNING, ChatRun.State.STOPPING],
+        heartbeat_at__lt=now - timedelta(seconds=int(settings.OPENCOMPANY_RUN_HEARTBEAT_TIMEOUT_S)),
+    )
+    return list(ChatRun.objects.filter(unclaimed | stuck_stopping | too_long | dead).order_by("created_at"))
+
+
+def watchdog_pass(*, now: Any = None) -> dict[str, int]:
+    """One sweep: unclaimed past 120 s → `error/not_delivered`; `stopping` past 45 s → `stopped`;
+    running past the timeout → `error/timed_out`; a claimant that stopped heartbeating →
+    `error/interrupted` (its draft kept as a stopped reply). Each frees the lane. One bad row never
+    stops the sweep."""
+    now = now or timezone.now()
+    counts = {"not_delivered": 0, "stopped": 0, "timed_out": 0, "interrupted": 0}
+    for run in runs_needing_watchdog(now=now):
+        try:
+            if run.state == ChatRun.State.QUEUED:
+                run_finish(
+                    run_id=run.run_id,
+                    claimant=None,
+                    outcome="error",
+                    text="",
+                    seq=run.last_seq,
+                    error_code=errors.NOT_DELIVERED,
+                    error_message="The agent did not pick up this message.",
+                )
+                counts["not_delivered"] += 1
+            elif run.started_at and (now - run.started_at).total_seconds() > int(
+                settings.OPENCOMPANY_RUN_TIMEOUT_S
+            ):
+                run_finish(
+                    run_id=run.run_id,
+                    claimant=None,
+                    outcome="error",
+                    text=run.draft_text,
+                    seq=run.last_seq,
+                    error_code=errors.TIMED_OUT,
+                    error_message="The run took too long and was ended.",
+                )
+                counts["timed_out"] += 1
+            elif run.state == ChatRun.State.STOPPING:
+                run_finish(
+                    run_id=run.run_id, claimant=None, outcome="stopped", text=run.draft_text, seq=run.last_seq
+                )
+                counts["stopped"] += 1
+            else:
+                _interrupt(run)
+                counts["interrupted"] += 1
+        except Exception:
+            logger.exception("watchdog could not end run=%s", run.run_id)
+    return counts
+
+
+@transaction.atomic
+def _interrupt(run: ChatRun) -> None:
+    """The worker died: keep its draft as a stopped reply, record the error, free the lane."""
+    locked = ChatRun.objects.select_for_update().filter(run_id=run.run_id, state__in=LIVE_STATES).first()
+    if locked is None:
+        return
+    thread = ChatThread.objects.select_for_update().get(pk=locked.thread_id)
+    if locked.draft_text.strip():
+        _append_message(
+            thread,
+            role=ChatMessage.Role.ASSISTANT,
+            text=locked.draft_text,
+            generation=locked.generation,
+            parent_uid=locked.user_message_uid,
+            run_id=locked.run_id,
+            uid=locked.reply_message_uid,
+            status=ChatMessage.Status.STOPPED,
+            error_code=errors.INTERRUPTED,
+            error_message="The agent stopped unexpectedly; this answer may be incomplete.",
+        )
+    ChatRun.objects.filter(pk=locked.pk).update(
+        state=ChatRun.State.ERROR,
+        finished_at=timezone.now(),
+        error_code=errors.INTERRUPTED,
+        error_message="The agent stopped unexpectedly.",
+        last_seq=F("last_seq") + 1,
+    )
+    locked.refresh_from_db()
+    _publish_run_event(
+        locked,
+        "run.error",
+        {"code": errors.INTERRUPTED, "message": locked.error_message, "text": locked.draft_text},
+    )
+    publish_on_commit(
+        chat_group(locked.workflow_id), "thread.updated", {"workflow_id": locked.workflow_id, "role": None}
+    )
+
+
+def chat_end_run(*, run_id: str) -> ChatRun | None:
+    """Staff's "end run": a live run ends `stopped` now (its draft kept as a stopped reply), freeing
+    the lane; an executor still working on it hears the stop and finds the row ended. None when the
+    run had already ended."""
+    with transaction.atomic():
+        run = ChatRun.objects.filter(run_id=str(run_id), state__in=LIVE_STATES).first()
+        if run is None:
+            return None
+        ended = run_finish(
+            run_id=run.run_id,
+            claimant=None,
+            outcome=ChatRun.State.STOPPED,
+            text=run.draft_text,
+            seq=run.last_seq,
+        )
+        if ended is not None:
+            transaction.on_commit(partial(_publish_stop, ended.run_id), robust=True)
+        return ended
+
+
+def chat_reset_hook(ctx: ResetContext) -> dict[str, Any]:
+    """Reset hook: a closed generation's live runs end `error/reset` (their drafts kept), freeing the lane
+    for the next generation. Runs inside Reset's transaction."""
+    ended = 0
+    for run_id in ChatRun.objects.filter(
+        workflow_id=ctx.workflow_id, generation=ctx.generation, state__in=LIVE_STATES
+    ).values_list("run_id", flat=True):
+        run = ChatRun.objects.get(run_id=run_id)
+        if run_finish(
+            run_id=run_id,
+            claimant=None,
+            outcome=ChatRun.State.ERROR,
+            text=run.draft_text,
+            seq=run.last_seq,
+            error_code=errors.RESET,
+            error_message="The workflow was reset.",
+        ):
+            transaction.on_commit(partial(_publish_stop, run_id), robust=True)
+            ended += 1
+    return {"runs_ended": ended}
