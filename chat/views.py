@@ -14,7 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from chat.executor import _agent_for_trigger, _wired
+from chat.executor.prepare import _agent_for_trigger, _wired
 from graphs.models import Deployment, Workflow
 from graphs.selectors import latest_deployment, live_deployment, workflow_for_owner, workflows_of
 from opencompany.core.errors import ApplicationError

@@ -11,8 +11,9 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 
-from chat import executor, services
+from chat import services
 from chat.executor import execute_run
+from chat.executor import stream as executor  # where execute_run looks up get_provider
 from chat.models import ChatMessage, ChatNote, ChatRun
 from conversations.selectors import conversation_load
 from conversations.types import ConversationKey

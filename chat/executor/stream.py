@@ -1,265 +1,42 @@
-"""Run execution: claim a run, prepare the agent's request from the stores, run the agent loop with
-a sink that appends per turn, stream events, end the run in one terminal state.
-
-Executors (`OPENCOMPANY_RUN_EXECUTOR`): `inprocess` (an asyncio task on the serving process's event
-loop, started after the admitting commit), `tasks` (Django's Tasks framework; `manage.py db_worker`
-runs runs on any number of worker processes) or `manual` (nothing is started; tests drive
-`execute_run`). Stop reaches a run wherever it executes through the channel layer group
-`run.<run_id>`, with a database re-check as the fallback.
+"""Executing a run: the sink that appends per turn, the event stream with its draft and heartbeat, the
+stop listener, and `execute_run`, which ends the run in one terminal state.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
-import threading
 import time
-from collections.abc import Coroutine
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import get_channel_layer
 from django.conf import settings
 
 from chat import errors
 from chat import services as chat_services
-from chat.models import ChatMessage, ChatRun
+from chat.executor.prepare import prepare_run, provider_config
+from chat.models import ChatRun
 from conversations import services as conversations
-from conversations.notes import render_notes_block
-from conversations.selectors import conversation_cursor, conversation_load, notes_read
 from conversations.types import ConversationKey
-from graphs.models import Deployment
-from graphs.specs import get_node_spec
 from opencompany.core.asyncdb import db_call
 from opencompany.core.errors import ApplicationError
-from opencompany.core.events import apublish_now, chat_group, serving_loop
-from opencompany.llm.loop import LoopPolicies, LoopResult, ToolResultEvent, run_agent_loop
-from opencompany.llm.policies import close_unanswered_tool_calls
-from opencompany.llm.providers import (
-    ModelSettings,
-    ProviderConfig,
-    ProviderError,
-    TextDelta,
-    ToolCallEvent,
-    Usage,
-    get_provider,
-)
+from opencompany.core.events import apublish_now, chat_group
+from opencompany.llm.loop import LoopResult, ToolResultEvent, run_agent_loop
+from opencompany.llm.providers import ProviderError, TextDelta, ToolCallEvent, Usage, get_provider
 from opencompany.llm.providers.base import Request
 from opencompany.llm.tools import ToolContext, get_tool
-from opencompany.llm.wire import Message, make_user
+from opencompany.llm.wire import Message
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("chat.executor")  # the package's name, as before the split
+
 
 DRAFT_FLUSH_S = 0.25
+
+
 HEARTBEAT_S = 5.0
+
+
 STOP_POLL_S = 2.0  # fallback only: Stop normally arrives through the channel layer
-DEFAULT_MODELS = {"offline": "offline-demo"}
-
-
-# --- dispatch ---------------------------------------------------------------------------------------
-
-_run_loop: asyncio.AbstractEventLoop | None = None
-_run_loop_lock = threading.Lock()
-_tasks: set[Any] = set()
-
-
-def _dedicated_run_loop() -> asyncio.AbstractEventLoop:
-    """The process's run loop: an event loop in a daemon thread with its own database threads.
-
-    Runs execute here rather than on the serving loop, so a busy process's run work (preparing
-    requests, the model loop, per-turn appends) queues behind itself and never ahead of websocket
-    frames, admissions and event delivery on the serving loop."""
-    global _run_loop
-    with _run_loop_lock:
-        if _run_loop is None or _run_loop.is_closed():
-            loop = asyncio.new_event_loop()
-            workers = int(settings.OPENCOMPANY_RUN_DB_THREADS)
-            loop.set_default_executor(
-                ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chat-runs-db")
-            )
-            threading.Thread(target=loop.run_forever, name="chat-runs", daemon=True).start()
-            _run_loop = loop
-        return _run_loop
-
-
-def run_loop_for_process() -> asyncio.AbstractEventLoop:
-    """Where in-process runs execute: the dedicated run loop, except with the in-memory channel layer
-    (embedded default, tests), whose queues belong to one loop: there runs share the serving loop."""
-    serving = serving_loop()
-    if serving is not None and isinstance(get_channel_layer(), InMemoryChannelLayer):
-        return serving
-    return _dedicated_run_loop()
-
-
-def _log_failure(future: Any) -> None:
-    _tasks.discard(future)
-    if future.cancelled():
-        return
-    exc = future.exception()
-    if exc is not None:
-        logger.error("background run task failed: %s", type(exc).__name__, exc_info=exc)
-
-
-def spawn(coro: Coroutine[Any, Any, Any]) -> None:
-    """Start `coro` on the process's run loop without waiting for it.
-
-    The task starts with an empty context: it must not inherit the caller's (a sync thread inside
-    `database_sync_to_async`, whose executor marker would make every DB call look like a deadlock).
-    """
-    loop = run_loop_for_process()
-
-    def create() -> None:
-        task = loop.create_task(coro)
-        _tasks.add(task)
-        task.add_done_callback(_log_failure)
-
-    loop.call_soon_threadsafe(create, context=contextvars.Context())
-
-
-def dispatch_run(run_id: str, *, claimed: ChatRun | None = None) -> None:
-    """Start a run wherever the settings say. Never raises into the caller (the admission committed;
-    the watchdog ends a run nobody picked up). `claimed`: the run row as the admission claimed it
-    (in-process executor), so execution starts without a second claim."""
-    mode = str(settings.OPENCOMPANY_RUN_EXECUTOR)
-    try:
-        if mode == "tasks":
-            from chat.tasks import execute_run_task
-
-            execute_run_task.enqueue(run_id)
-        elif mode == "inprocess":
-            spawn(execute_run(run_id, claimed=claimed))
-        # "manual": the caller drives execute_run
-    except Exception:
-        logger.exception("could not dispatch run=%s executor=%s", run_id, mode)
-
-
-# --- preparation (sync, database) ---------------------------------------------------------------------
-
-
-@dataclass
-class Prepared:
-    run: ChatRun
-    owner_id: int
-    agent_node_id: str
-    key: ConversationKey | None
-    memory_node_id: str | None
-    messages: list[Message]
-    system_blocks: list[str]
-    model: ModelSettings
-    policies: LoopPolicies
-    tool_result_max_chars: int
-    tool_names: list[str] = field(default_factory=list)
-    digest: str = ""
-
-
-def _agent_for_trigger(graph: dict[str, Any]) -> str | None:
-    nodes = {n.get("id"): n for n in graph.get("nodes", []) if isinstance(n, dict)}
-    triggers = sorted(str(nid) for nid, n in nodes.items() if n.get("type") == "chatTrigger")
-    for trigger in triggers:
-        for edge in graph.get("edges", []):
-            if edge.get("source") != trigger:
-                continue
-            target = nodes.get(edge.get("target"))
-            spec = get_node_spec(str(target.get("type"))) if target else None
-            if spec is not None and spec.requires_context and edge.get("targetHandle") == "input-main":
-                return str(edge["target"])
-    return None
-
-
-def _wired(graph: dict[str, Any], agent: str, node_type: str, target_handle: str) -> list[str]:
-    nodes = {n.get("id"): n for n in graph.get("nodes", []) if isinstance(n, dict)}
-    return sorted(
-        str(e["source"])
-        for e in graph.get("edges", [])
-        if e.get("target") == agent
-        and e.get("targetHandle") == target_handle
-        and nodes.get(e.get("source"), {}).get("type") == node_type
-    )
-
-
-def _model_settings(params: dict[str, Any]) -> ModelSettings:
-    provider = str(params.get("provider") or settings.OPENCOMPANY_DEFAULT_PROVIDER)
-    model = str(params.get("model") or DEFAULT_MODELS.get(provider, ""))
-    return ModelSettings(
-        provider=provider,
-        model=model,
-        temperature=params.get("temperature"),
-        max_output_tokens=int(params.get("max_output_tokens") or 4096),
-        context_window=int(params.get("context_window") or 128_000),
-    )
-
-
-def provider_config() -> ProviderConfig:
-    return ProviderConfig(
-        openai_api_key=settings.OPENAI_API_KEY or None,
-        openai_base_url=settings.OPENAI_BASE_URL or None,
-        anthropic_api_key=settings.ANTHROPIC_API_KEY or None,
-        anthropic_base_url=settings.ANTHROPIC_BASE_URL or None,
-        offline_delay_ms=float(settings.OPENCOMPANY_OFFLINE_PACING_MS),
-    )
-
-
-def prepare_run(run: ChatRun) -> Prepared:
-    """Resolve the deployed graph's answering agent and build its request; append the owner's turn
-    (with untold chat notes as bracketed lines ahead of the text) to the stored conversation."""
-    deployment = (
-        Deployment.objects.select_related("workflow")
-        .filter(workflow_id=run.workflow_id, generation=run.generation, state=Deployment.State.LIVE)
-        .first()
-    )
-    if deployment is None:
-        raise ApplicationError(errors.NOT_RUNNING, "This generation is no longer live.")
-    graph = deployment.graph or {}
-    agent = _agent_for_trigger(graph)
-    if agent is None:
-        raise ApplicationError("no_agent", "The chat trigger is not connected to an agent.")
-    node = next(n for n in graph["nodes"] if n.get("id") == agent)
-    params = dict((node.get("data") or {}).get("parameters") or {})
-    has_context = bool(_wired(graph, agent, "context", "input-context"))
-    memories = _wired(graph, agent, "simpleMemory", "input-tools")
-    key = (
-        ConversationKey(workflow_id=run.workflow_id, generation=run.generation, agent_node_id=agent)
-        if has_context
-        else None
-    )
-
-    question = ChatMessage.objects.get(thread_id=run.thread_id, uid=run.user_message_uid)
-    notes = chat_services.notes_claim(thread_id=run.thread_id, run_id=run.run_id)
-    text = "\n".join(notes) + "\n\n" + question.text if notes else question.text
-    user = make_user(text)
-
-    stored: list[Message] = []
-    notes_block = ""
-    digest = ""
-    if key is not None:
-        loaded = conversation_load(key=key)
-        stored = close_unanswered_tool_calls(loaded)
-        if stored != loaded:
-            conversations.conversation_save(key=key, messages=stored)
-        cursor = conversation_cursor(key=key)
-        chat_services.run_record_cursors(run_id=run.run_id, cursors={agent: cursor.as_dict()})
-        notes_block = render_notes_block(notes_read(key=key))
-        digest = conversations.conversation_append(
-            key=key, messages=[user], expected_length=cursor.length, expected_digest=cursor.digest
-        ).digest
-    system_prompt = str(params.get("system_prompt") or "You are a helpful assistant.")
-    ratio = params.get("compaction_ratio")
-    return Prepared(
-        run=run,
-        owner_id=deployment.workflow.owner_id,
-        agent_node_id=agent,
-        key=key,
-        memory_node_id=memories[0] if memories else None,
-        messages=[*stored, user],
-        system_blocks=[system_prompt, notes_block] if notes_block else [system_prompt],
-        model=_model_settings(params),
-        policies=LoopPolicies(compaction_ratio=float(ratio) if ratio else 0.8),
-        tool_result_max_chars=int(params.get("tool_result_max_chars", 100_000)),
-        tool_names=(["memory"] if memories else []) + (["notes"] if key is not None else []),
-        digest=digest,
-    )
 
 
 # --- the sink -----------------------------------------------------------------------------------------

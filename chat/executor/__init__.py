@@ -1,0 +1,40 @@
+"""Run execution: claim a run, prepare the agent's request from the stores, run the agent loop with
+a sink that appends per turn, stream events, end the run in one terminal state.
+
+Executors (`OPENCOMPANY_RUN_EXECUTOR`): `inprocess` (an asyncio task on the serving process's event
+loop, started after the admitting commit), `tasks` (Django's Tasks framework; `manage.py db_worker`
+runs runs on any number of worker processes) or `manual` (nothing is started; tests drive
+`execute_run`). Stop reaches a run wherever it executes through the channel layer group
+`run.<run_id>`, with a database re-check as the fallback.
+
+Modules: `dispatch` (where a run executes and how it is started), `prepare` (the agent's request from the
+stores), `stream` (the sink, the event stream, stop, `execute_run`). Import the public names from this
+package.
+"""
+
+from chat.executor.dispatch import dispatch_run, run_loop_for_process, spawn
+from chat.executor.prepare import DEFAULT_MODELS, Prepared, prepare_run, provider_config
+from chat.executor.stream import (
+    DRAFT_FLUSH_S,
+    HEARTBEAT_S,
+    STOP_POLL_S,
+    ConversationSink,
+    RunStream,
+    execute_run,
+)
+
+__all__ = [
+    "DEFAULT_MODELS",
+    "DRAFT_FLUSH_S",
+    "HEARTBEAT_S",
+    "STOP_POLL_S",
+    "ConversationSink",
+    "Prepared",
+    "RunStream",
+    "dispatch_run",
+    "execute_run",
+    "prepare_run",
+    "provider_config",
+    "run_loop_for_process",
+    "spawn",
+]

@@ -1,0 +1,103 @@
+"""Dispatch: where a run executes (the process's run loop, or the serving loop with the in-memory layer)
+and how it is started for each executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+
+from chat.executor.stream import execute_run
+from chat.models import ChatRun
+from opencompany.core.events import serving_loop
+
+logger = logging.getLogger("chat.executor")  # the package's name, as before the split
+
+
+# --- dispatch ---------------------------------------------------------------------------------------
+
+_run_loop: asyncio.AbstractEventLoop | None = None
+
+
+_run_loop_lock = threading.Lock()
+
+
+_tasks: set[Any] = set()
+
+
+def _dedicated_run_loop() -> asyncio.AbstractEventLoop:
+    """The process's run loop: an event loop in a daemon thread with its own database threads.
+
+    Runs execute here rather than on the serving loop, so a busy process's run work (preparing
+    requests, the model loop, per-turn appends) queues behind itself and never ahead of websocket
+    frames, admissions and event delivery on the serving loop."""
+    global _run_loop
+    with _run_loop_lock:
+        if _run_loop is None or _run_loop.is_closed():
+            loop = asyncio.new_event_loop()
+            workers = int(settings.OPENCOMPANY_RUN_DB_THREADS)
+            loop.set_default_executor(
+                ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chat-runs-db")
+            )
+            threading.Thread(target=loop.run_forever, name="chat-runs", daemon=True).start()
+            _run_loop = loop
+        return _run_loop
+
+
+def run_loop_for_process() -> asyncio.AbstractEventLoop:
+    """Where in-process runs execute: the dedicated run loop, except with the in-memory channel layer
+    (embedded default, tests), whose queues belong to one loop: there runs share the serving loop."""
+    serving = serving_loop()
+    if serving is not None and isinstance(get_channel_layer(), InMemoryChannelLayer):
+        return serving
+    return _dedicated_run_loop()
+
+
+def _log_failure(future: Any) -> None:
+    _tasks.discard(future)
+    if future.cancelled():
+        return
+    exc = future.exception()
+    if exc is not None:
+        logger.error("background run task failed: %s", type(exc).__name__, exc_info=exc)
+
+
+def spawn(coro: Coroutine[Any, Any, Any]) -> None:
+    """Start `coro` on the process's run loop without waiting for it.
+
+    The task starts with an empty context: it must not inherit the caller's (a sync thread inside
+    `database_sync_to_async`, whose executor marker would make every DB call look like a deadlock).
+    """
+    loop = run_loop_for_process()
+
+    def create() -> None:
+        task = loop.create_task(coro)
+        _tasks.add(task)
+        task.add_done_callback(_log_failure)
+
+    loop.call_soon_threadsafe(create, context=contextvars.Context())
+
+
+def dispatch_run(run_id: str, *, claimed: ChatRun | None = None) -> None:
+    """Start a run wherever the settings say. Never raises into the caller (the admission committed;
+    the watchdog ends a run nobody picked up). `claimed`: the run row as the admission claimed it
+    (in-process executor), so execution starts without a second claim."""
+    mode = str(settings.OPENCOMPANY_RUN_EXECUTOR)
+    try:
+        if mode == "tasks":
+            from chat.tasks import execute_run_task
+
+            execute_run_task.enqueue(run_id)
+        elif mode == "inprocess":
+            spawn(execute_run(run_id, claimed=claimed))
+        # "manual": the caller drives execute_run
+    except Exception:
+        logger.exception("could not dispatch run=%s executor=%s", run_id, mode)
