@@ -8,6 +8,7 @@ from django.db import close_old_connections, connection
 from django.db.utils import IntegrityError
 
 from chat import services as chat_services
+from chat.models import ChatRun
 from conversations.selectors import conversation_load
 from conversations.services import conversation_append
 from conversations.types import ConversationKey
@@ -74,6 +75,26 @@ def test_the_remember_runs_prepared(workflow):
     # two shapes (with and without a receipt), each prepared once
     assert len(_prepared("INSERT INTO memory_memoryitem")) == 2
     assert len(_prepared("INSERT INTO memory_memoryreceipt")) == 1
+
+
+def test_the_draft_save_runs_prepared_and_only_for_its_claimant(workflow, settings):
+    settings.OPENCOMPANY_RUN_EXECUTOR = "manual"
+    run_id = chat_services.chat_send(workflow=workflow, text="hello").run.run_id
+    claimant = chat_services.new_claimant()
+    assert chat_services.run_claim(run_id=run_id, claimant=claimant) is not None
+    steps = [{"kind": "tool", "name": "memory", "status": "ok", "note": 'a "quoted" \\ step'}]
+
+    saved = chat_services.run_save_draft(run_id=run_id, claimant=claimant, text="Half an", steps=steps, seq=4)
+    assert ChatRun.objects.values_list("draft_text", "draft_steps").get(run_id=run_id) == ("Half an", steps)
+    again = chat_services.run_save_draft(
+        run_id=run_id, claimant=claimant, text="Half an answer", steps=[], seq=5
+    )
+    stale = chat_services.run_save_draft(run_id=run_id, claimant="someone-else", text="x", steps=[], seq=9)
+
+    run = ChatRun.objects.get(run_id=run_id)
+    assert (saved, again, stale) == (True, True, False)
+    assert (run.draft_text, run.draft_steps, run.last_seq) == ("Half an answer", [], 5)
+    assert len(_prepared("UPDATE chat_chatrun SET draft_text")) == 1
 
 
 def test_a_connection_outlives_the_cleanup_channels_runs_around_each_database_call():
