@@ -1,7 +1,7 @@
 """The owner's pages: sign-in (django.contrib.auth), the workflow list and the chat page.
 
 Pages only: every operation the page performs goes through the websocket (docs/chat-protocol.md)
-or the DRF API, called by `chat/static/chat/chat.js`.
+or the DRF API, called by the ES modules under `chat/static/chat/`.
 """
 
 from __future__ import annotations

@@ -102,10 +102,13 @@ def test_static_assets_are_served_with_debug_off(client: Client, settings: Any) 
     settings.DEBUG = False
 
     script = client.get("/static/chat/chat.js")
+    renderer = client.get("/static/chat/js/render.js")
     style = client.get("/static/chat/chat.css")
 
     assert script.status_code == 200
     assert script.headers["Content-Type"].startswith("text/javascript")
-    assert b"renderText" in b"".join(script.streaming_content)  # type: ignore[attr-defined]
+    assert b'from "./js/page.js"' in b"".join(script.streaming_content)  # type: ignore[attr-defined]
+    assert renderer.status_code == 200
+    assert b"export function renderText" in b"".join(renderer.streaming_content)  # type: ignore[attr-defined]
     assert style.status_code == 200
     assert style.headers["Content-Type"].startswith("text/css")

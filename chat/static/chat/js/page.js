@@ -1,0 +1,784 @@
+// The chat page: the message path, versions, streaming runs, edit/retry/switch, feedback.
+
+import { api } from "./api.js";
+import { ContextPanel } from "./context-panel.js";
+import { confirmAction, debounce, h, icon } from "./dom.js";
+import { MemoryPanel } from "./memory-panel.js";
+import { renderText } from "./render.js";
+import { ChatSocket } from "./socket.js";
+
+const HISTORY_PAGE = 50;
+const TERMINAL = new Set(["run.finished", "run.stopped", "run.error"]);
+
+export class ChatPage {
+  constructor(root) {
+    this.root = root;
+    this.workflowId = root.dataset.workflow;
+    this.agentId = root.dataset.agent;
+    this.memoryId = root.dataset.memory;
+    this.window = Number(root.dataset.window) || 128000;
+    this.hasContext = root.dataset.hasContext === "1";
+    this.generation = Number(root.dataset.generation) || 0;
+    this.apiBase = `/api/v1/workflows/${encodeURIComponent(this.workflowId)}`;
+
+    this.path = [];
+    this.hasMore = false;
+    this.revision = 0;
+    this.runs = new Map(); // run_id → {id, seq, text, state, steps, buffer, resuming, userMessageId, replyId, error}
+    this.liveRunId = null;
+    this.editing = null; // {id, text}
+    this.pendingSend = null; // {clientId, text}
+    this.loadingEarlier = false;
+    this.stopping = false;
+    this.connState = "connecting";
+
+    this.el = {
+      scroller: document.getElementById("scroller"),
+      messages: document.getElementById("messages"),
+      empty: document.getElementById("empty"),
+      earlier: document.getElementById("load-earlier"),
+      banner: document.getElementById("banner"),
+      conn: document.getElementById("conn"),
+      announcer: document.getElementById("announcer"),
+      composer: document.getElementById("composer"),
+      input: document.getElementById("composer-input"),
+      send: document.getElementById("send"),
+      stop: document.getElementById("stop"),
+      reason: document.getElementById("composer-reason"),
+      generation: document.getElementById("chat-generation"),
+    };
+    this.memory = new MemoryPanel(this);
+    this.context = new ContextPanel(this);
+    this.refetchHistory = debounce(() => this.history(), 60);
+  }
+
+  start() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const url = `${scheme}://${location.host}/ws/chat/${encodeURIComponent(this.workflowId)}/`;
+    this.socket = new ChatSocket(url, {
+      onFrame: (frame) => this.onFrame(frame),
+      onState: (state, attempt) => this.onConnState(state, attempt),
+    });
+    this.bindComposer();
+    this.bindChrome();
+    this.socket.connect();
+    this.memory.start();
+    this.context.refresh();
+    this.updateComposer();
+  }
+
+  // --- connection state ---
+
+  onConnState(state, attempt) {
+    this.connState = state;
+    const labels = {
+      connecting: "Connecting…",
+      open: "Connected",
+      reconnecting: "Reconnecting…",
+      unauthenticated: "Signed out",
+      gone: "Unavailable",
+    };
+    this.el.conn.textContent = labels[state] || state;
+    this.el.conn.dataset.state = state;
+    const banner = this.el.banner;
+    if (state === "reconnecting") {
+      banner.hidden = false;
+      banner.dataset.kind = "warn";
+      banner.textContent = attempt > 1 ? `Reconnecting… (attempt ${attempt})` : "Reconnecting…";
+    } else if (state === "unauthenticated") {
+      banner.hidden = false;
+      banner.dataset.kind = "error";
+      banner.textContent = "You are signed out. Redirecting to sign in…";
+      location.assign(`/accounts/login/?next=${encodeURIComponent(location.pathname)}`);
+    } else if (state === "gone") {
+      banner.hidden = false;
+      banner.dataset.kind = "error";
+      banner.textContent = "This workflow is not available any more.";
+    } else if (state === "open") {
+      banner.hidden = true;
+      banner.textContent = "";
+    }
+    this.updateComposer();
+  }
+
+  // --- frames ---
+
+  onFrame(frame) {
+    switch (frame.type) {
+      case "thread":
+        this.applyThread(frame, { replace: true });
+        break;
+      case "thread.updated":
+        this.refetchHistory();
+        break;
+      case "run.snapshot":
+        this.applySnapshot(frame);
+        break;
+      case "run.started":
+      case "run.delta":
+      case "run.step":
+      case "run.finished":
+      case "run.stopped":
+      case "run.error":
+        this.applyRunEvent(frame);
+        break;
+      case "context.updated":
+        this.context.refresh();
+        break;
+      case "memory.updated":
+        if (!frame.memory_node_id || frame.memory_node_id === this.memoryId) this.memory.refreshSoon();
+        break;
+      case "workflow.deployed":
+      case "workflow.reset":
+        if (frame.generation !== undefined) this.setGeneration(frame.generation);
+        this.refetchHistory();
+        this.context.refresh();
+        break;
+      case "workflow.deleted":
+        this.onConnState("gone", 0);
+        break;
+      case "error":
+        this.announce(frame.message || "Something went wrong.", true);
+        break;
+      default:
+        break;
+    }
+  }
+
+  setGeneration(generation) {
+    this.generation = Number(generation) || 0;
+    this.el.generation.textContent = String(this.generation);
+    this.context.setGeneration(this.generation);
+  }
+
+  applyThread(frame, { replace }) {
+    if (frame.generation !== undefined && frame.generation !== this.generation) this.setGeneration(frame.generation);
+    this.revision = frame.revision ?? this.revision;
+    if (replace) this.path = frame.path || [];
+    this.hasMore = Boolean(frame.has_more);
+    this.syncActiveRuns(frame.active_runs || [], frame.request_id == null);
+    if (this.pendingSend && this.path.some((m) => m.client_message_id === this.pendingSend.clientId)) {
+      this.pendingSend = null;
+    }
+    this.render();
+  }
+
+  // Runs the thread says are live. A run we thought live that is not listed has ended (its answer is
+  // in the path); a listed run is resumed once per socket when we may have missed its events.
+  syncActiveRuns(activeRuns, fromConnect) {
+    const listed = new Set(activeRuns.map((r) => r.run_id));
+    for (const run of this.runs.values()) {
+      if (run.state === "live" && !listed.has(run.id) && !run.resuming) run.state = "finished";
+    }
+    for (const info of activeRuns) {
+      const run = this.ensureRun(info.run_id, info);
+      const stale = fromConnect || run.seq === 0;
+      if (run.state === "live" && stale && run.resumedOn !== this.socket.ws && this.socket.open) this.resume(run);
+    }
+    this.liveRunId = null;
+    for (const run of this.runs.values()) if (run.state === "live") this.liveRunId = run.id;
+    if (!this.liveRunId) this.stopping = false;
+    this.updateComposer();
+  }
+
+  ensureRun(runId, info = {}) {
+    let run = this.runs.get(runId);
+    if (!run) {
+      run = {
+        id: runId,
+        seq: 0,
+        text: "",
+        state: "live",
+        steps: [],
+        buffer: new Map(),
+        resuming: false,
+        resumedOn: null,
+        userMessageId: info.user_message_id || null,
+        replyId: info.reply_message_id || null,
+        error: null,
+      };
+      this.runs.set(runId, run);
+      this.liveRunId = runId;
+    } else {
+      run.userMessageId = run.userMessageId || info.user_message_id || null;
+      run.replyId = run.replyId || info.reply_message_id || null;
+    }
+    return run;
+  }
+
+  resume(run) {
+    run.resuming = true;
+    run.resumedOn = this.socket.ws;
+    this.socket
+      .request({ type: "resume", run_id: run.id, after_seq: run.seq }, "run.snapshot")
+      .then((snapshot) => this.applySnapshot(snapshot))
+      .catch((error) => {
+        run.resuming = false;
+        if (error && error.code === "not_found") {
+          run.state = "finished";
+          this.refetchHistory();
+        }
+      });
+  }
+
+  applySnapshot(snapshot) {
+    const run = this.runs.get(snapshot.run_id);
+    if (!run || run.state !== "live") return;
+    run.resuming = false;
+    if (snapshot.seq > run.seq) {
+      run.seq = snapshot.seq;
+      run.text = snapshot.text || "";
+      run.steps = Array.isArray(snapshot.steps) ? snapshot.steps : run.steps;
+    }
+    run.userMessageId = run.userMessageId || snapshot.user_message_id || null;
+    if (["finished", "stopped", "error"].includes(snapshot.state)) {
+      this.endRun(run, snapshot.state, snapshot.text, snapshot.error);
+      return;
+    }
+    this.drain(run);
+    this.renderDraft(run);
+  }
+
+  applyRunEvent(event) {
+    const run = this.ensureRun(event.run_id, event);
+    if (run.state !== "live") return;
+    if (TERMINAL.has(event.type)) {
+      const state = { "run.finished": "finished", "run.stopped": "stopped", "run.error": "error" }[event.type];
+      run.seq = Math.max(run.seq, event.seq || 0);
+      const error = event.type === "run.error" ? { code: event.code, message: event.message } : null;
+      this.endRun(run, state, event.text, error, event.reply_message_id);
+      return;
+    }
+    const seq = event.seq || 0;
+    if (seq <= run.seq) return;
+    if (run.resuming || seq > run.seq + 1) {
+      run.buffer.set(seq, event);
+      if (!run.resuming && this.socket.open) this.resume(run);
+      return;
+    }
+    this.applyOne(run, event);
+    this.drain(run);
+    this.renderDraft(run);
+  }
+
+  applyOne(run, event) {
+    run.seq = event.seq;
+    if (event.type === "run.delta") run.text += event.delta || "";
+    else if (event.type === "run.step" && event.step) {
+      const index = run.steps.findIndex((s) => s.id === event.step.id);
+      if (index >= 0) run.steps[index] = event.step;
+      else run.steps.push(event.step);
+    } else if (event.type === "run.started") {
+      run.userMessageId = event.user_message_id || run.userMessageId;
+      run.replyId = event.reply_message_id || run.replyId;
+    }
+  }
+
+  drain(run) {
+    for (const seq of [...run.buffer.keys()].sort((a, b) => a - b)) {
+      const event = run.buffer.get(seq);
+      run.buffer.delete(seq);
+      if (seq <= run.seq) continue;
+      if (seq !== run.seq + 1) {
+        run.buffer.set(seq, event);
+        break;
+      }
+      this.applyOne(run, event);
+    }
+  }
+
+  endRun(run, state, text, error, replyId) {
+    run.state = state;
+    if (typeof text === "string") run.text = text;
+    run.error = error || null;
+    run.replyId = replyId || run.replyId;
+    run.buffer.clear();
+    if (this.liveRunId === run.id) this.liveRunId = null;
+    this.stopping = false;
+    const said = { finished: "Answer complete.", stopped: "Answer stopped.", error: "The answer failed." }[state];
+    this.announce(said);
+    this.render();
+    this.updateComposer();
+    this.refetchHistory();
+  }
+
+  // --- operations ---
+
+  async history() {
+    if (!this.socket.open) return;
+    const limit = Math.min(200, Math.max(HISTORY_PAGE, this.path.length + 2));
+    try {
+      const frame = await this.socket.request({ type: "history", limit }, "thread");
+      this.applyThread(frame, { replace: true });
+    } catch {
+      // the reconnect's thread frame brings it back
+    }
+  }
+
+  async loadEarlier() {
+    if (this.loadingEarlier || !this.hasMore || !this.path.length || !this.socket.open) return;
+    this.loadingEarlier = true;
+    this.el.earlier.textContent = "Loading…";
+    const scroller = this.el.scroller;
+    const before = scroller.scrollHeight - scroller.scrollTop;
+    try {
+      const frame = await this.socket.request({ type: "history", before: this.path[0].id, limit: HISTORY_PAGE }, "thread");
+      const known = new Set(this.path.map((m) => m.id));
+      const older = (frame.path || []).filter((m) => !known.has(m.id));
+      this.path = [...older, ...this.path];
+      this.hasMore = Boolean(frame.has_more);
+      this.render({ keepScroll: false });
+      scroller.scrollTop = scroller.scrollHeight - before;
+    } catch (error) {
+      this.announce(error.message || "Could not load earlier messages.", true);
+    } finally {
+      this.loadingEarlier = false;
+      this.el.earlier.textContent = "Load earlier messages";
+    }
+  }
+
+  async send() {
+    const text = this.el.input.value;
+    if (!text.trim() || !this.canSend()) return;
+    const clientId = `c-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
+    this.pendingSend = { clientId, text };
+    this.el.input.value = "";
+    this.autosize();
+    this.render({ stick: true });
+    this.updateComposer();
+    try {
+      const ack = await this.socket.request({ type: "send", text, client_message_id: clientId });
+      this.ensureRun(ack.run_id, { user_message_id: ack.message_id });
+      this.revision = ack.revision ?? this.revision;
+      this.updateComposer();
+      this.refetchHistory();
+    } catch (error) {
+      this.pendingSend = null;
+      if (!this.el.input.value) this.el.input.value = text;
+      this.autosize();
+      this.render();
+      this.announce(error.message || "The message was not sent.", true);
+    }
+    this.updateComposer();
+    this.el.input.focus();
+  }
+
+  async stop() {
+    const runId = this.liveRunId;
+    if (!runId) return;
+    this.stopping = true;
+    this.updateComposer();
+    try {
+      await this.socket.request({ type: "stop", run_id: runId });
+    } catch (error) {
+      this.stopping = false;
+      if (error.code !== "not_stoppable") this.announce(error.message || "Could not stop.", true);
+      this.updateComposer();
+    }
+  }
+
+  async operate(frame, { focusComposer = false } = {}) {
+    try {
+      const ack = await this.socket.request({ ...frame, expected_revision: this.revision });
+      if (ack.run_id) this.ensureRun(ack.run_id, { user_message_id: ack.message_id });
+      this.revision = ack.revision ?? this.revision;
+      this.updateComposer();
+      await this.history();
+      if (focusComposer) this.el.input.focus();
+      return true;
+    } catch (error) {
+      if (error.code === "revision_conflict") {
+        this.announce("The chat changed elsewhere; showing the latest.", true);
+        await this.history();
+      } else {
+        this.announce(error.message || "That did not work.", true);
+      }
+      return false;
+    }
+  }
+
+  async saveEdit(messageId) {
+    const text = this.editing ? this.editing.text : "";
+    if (!text.trim()) return;
+    const ok = await this.operate({ type: "edit", message_id: messageId, text });
+    if (ok) {
+      this.editing = null;
+      this.render({ stick: true });
+      this.el.input.focus();
+    }
+  }
+
+  async feedback(message, value) {
+    const next = message.feedback === value ? null : value;
+    try {
+      const ack = await this.socket.request({ type: "feedback", message_id: message.id, value: next });
+      message.feedback = ack.feedback ?? next;
+      this.render({ keepScroll: true });
+      this.announce(next ? `Marked as ${next === "up" ? "helpful" : "not helpful"}.` : "Feedback removed.");
+    } catch (error) {
+      this.announce(error.message || "Feedback was not saved.", true);
+    }
+  }
+
+  async newChat() {
+    const ok = await confirmAction({
+      title: "Start a new chat?",
+      text: "This clears the chat and the agent's mind for this generation: its Context and working notes are emptied. Memory stays.",
+      ok: "Clear and start over",
+    });
+    if (!ok) return;
+    try {
+      await api("DELETE", `${this.apiBase}/chat`);
+      this.runs.clear();
+      this.liveRunId = null;
+      this.editing = null;
+      this.path = [];
+      this.render();
+      this.updateComposer();
+      await this.history();
+      this.context.refresh();
+      this.announce("New chat started. Memory was kept.");
+      this.el.input.focus();
+    } catch (error) {
+      this.announce(error.message || "Could not start a new chat.", true);
+    }
+  }
+
+  // --- composer ---
+
+  canSend() {
+    return this.socket.open && !this.liveRunId && this.generation > 0;
+  }
+
+  sendBlockedReason() {
+    if (this.generation <= 0) return "This workflow is not deployed.";
+    if (!this.socket.open) return "Reconnecting… you can send once the connection is back.";
+    if (this.liveRunId) return this.stopping ? "Stopping the answer…" : "The agent is answering. Wait, or press Stop.";
+    return "";
+  }
+
+  updateComposer() {
+    const reason = this.sendBlockedReason();
+    this.el.send.disabled = Boolean(reason);
+    this.el.reason.textContent = reason;
+    const live = Boolean(this.liveRunId);
+    this.el.stop.hidden = !live;
+    this.el.stop.disabled = this.stopping || !this.socket.open;
+    this.el.stop.textContent = this.stopping ? "Stopping…" : "Stop";
+    this.el.send.hidden = live;
+    if (!live && document.activeElement === document.body) this.el.input.focus();
+  }
+
+  autosize() {
+    const input = this.el.input;
+    input.style.height = "auto";
+    input.style.height = `${Math.min(input.scrollHeight, 240)}px`;
+  }
+
+  bindComposer() {
+    this.el.composer.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.send();
+    });
+    this.el.input.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        if (this.canSend()) this.send();
+        else this.announce(this.sendBlockedReason());
+      }
+    });
+    this.el.input.addEventListener("input", () => this.autosize());
+    this.el.stop.addEventListener("click", () => this.stop());
+  }
+
+  bindChrome() {
+    this.el.earlier.addEventListener("click", () => this.loadEarlier());
+    this.el.scroller.addEventListener("scroll", () => {
+      if (this.el.scroller.scrollTop < 60) this.loadEarlier();
+    });
+    document.getElementById("new-chat").addEventListener("click", () => this.newChat());
+    const toggle = document.getElementById("panels-toggle");
+    const panels = document.getElementById("panels");
+    toggle.addEventListener("click", () => {
+      const open = toggle.getAttribute("aria-expanded") !== "true";
+      toggle.setAttribute("aria-expanded", String(open));
+      panels.classList.toggle("is-open", open);
+      if (open) panels.querySelector("summary")?.focus();
+    });
+  }
+
+  announce(text, isError = false) {
+    const node = this.el.announcer;
+    node.textContent = "";
+    node.dataset.kind = isError ? "error" : "info";
+    // a fresh text node makes screen readers announce repeated messages too
+    setTimeout(() => {
+      node.textContent = text;
+    }, 30);
+    if (isError) {
+      const banner = this.el.banner;
+      if (this.connState === "open") {
+        banner.hidden = false;
+        banner.dataset.kind = "error";
+        banner.textContent = text;
+        clearTimeout(this.bannerTimer);
+        this.bannerTimer = setTimeout(() => {
+          if (this.connState === "open") banner.hidden = true;
+        }, 6000);
+      }
+    }
+  }
+
+  // --- rendering ---
+
+  nearBottom() {
+    const s = this.el.scroller;
+    return s.scrollHeight - s.scrollTop - s.clientHeight < 80;
+  }
+
+  render({ stick = false, keepScroll = false } = {}) {
+    const scroller = this.el.scroller;
+    const wasNearBottom = this.nearBottom();
+    const top = scroller.scrollTop;
+    const focusKey = document.activeElement?.dataset?.focusKey;
+
+    const items = [];
+    const lastIndex = this.path.length - 1;
+    this.path.forEach((message, index) => items.push(this.renderMessage(message, index === lastIndex)));
+    if (this.pendingSend && !this.path.some((m) => m.client_message_id === this.pendingSend.clientId)) {
+      items.push(this.renderPending(this.pendingSend.text));
+    }
+    const lastId = this.path.length ? this.path[this.path.length - 1].id : null;
+    for (const run of this.runs.values()) {
+      if (run.replyId && this.path.some((m) => m.id === run.replyId)) continue;
+      const answersHere = run.userMessageId && run.userMessageId === lastId;
+      if (run.state === "live" || (answersHere && (run.text || run.error))) items.push(this.renderRunDraft(run));
+    }
+    this.el.messages.replaceChildren(...items);
+    this.el.empty.hidden = items.length > 0;
+    this.el.earlier.hidden = !this.hasMore;
+
+    const editArea = this.editing ? this.el.messages.querySelector(".edit-input") : null;
+    const again = focusKey ? this.el.messages.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`) : null;
+    if (again) again.focus();
+    else if (editArea && (focusKey || document.activeElement === document.body)) editArea.focus();
+    if (stick || (wasNearBottom && !keepScroll)) scroller.scrollTop = scroller.scrollHeight;
+    else scroller.scrollTop = top;
+  }
+
+  renderPending(text) {
+    return h(
+      "li",
+      { class: "msg msg-user is-pending" },
+      h("div", { class: "msg-role visually-hidden", text: "You" }),
+      h("div", { class: "bubble" }, h("div", { class: "msg-text" }, renderText(text))),
+      h("div", { class: "msg-meta muted", text: "Sending…" }),
+    );
+  }
+
+  renderRunDraft(run) {
+    const live = run.state === "live";
+    const body = h("div", {
+      class: "msg-text",
+      id: `draft-${run.id}`,
+      "aria-live": "polite",
+      "aria-busy": live ? "true" : "false",
+    });
+    if (run.text) body.append(renderText(run.text));
+    else if (live) body.append(h("span", { class: "thinking", text: "Thinking…" }));
+    const steps = run.steps.length
+      ? h(
+          "ul",
+          { class: "steps", "aria-label": "Tool steps" },
+          run.steps.map((step) => h("li", { class: `step step-${step.state}`, text: `${step.name} · ${step.state}` })),
+        )
+      : null;
+    const classes = ["msg", "msg-assistant", live ? "is-streaming" : `is-${run.state}`];
+    return h(
+      "li",
+      { class: classes.join(" "), "data-run": run.id, "data-state": run.state },
+      h("div", { class: "msg-role visually-hidden", text: "Agent" }),
+      h("div", { class: "bubble" }, steps, body, this.statusNote(run.state === "live" ? "" : run.state, run.error)),
+    );
+  }
+
+  statusNote(status, error) {
+    if (status === "stopped") {
+      return h("p", { class: "status-note status-stopped", text: error?.message ? `Stopped: ${error.message}` : "Stopped" });
+    }
+    if (status === "error") {
+      return h("p", { class: "status-note status-error", role: "note", text: `Error: ${error?.message || "the answer failed."}` });
+    }
+    return null;
+  }
+
+  renderMessage(message, isLast) {
+    const isUser = message.role === "user";
+    const item = h("li", {
+      class: `msg ${isUser ? "msg-user" : "msg-assistant"} is-${message.status}`,
+      "data-id": message.id,
+      "data-role": message.role,
+      "data-status": message.status,
+    });
+    item.append(h("div", { class: "msg-role visually-hidden", text: isUser ? "You" : "Agent" }));
+
+    if (this.editing && this.editing.id === message.id) {
+      item.append(this.renderEditor(message));
+      return item;
+    }
+    const bubble = h("div", { class: "bubble" }, h("div", { class: "msg-text" }, renderText(message.text)));
+    const note = isUser ? null : this.statusNote(message.status, message.error);
+    if (note) bubble.append(note);
+    item.append(bubble);
+
+    const tools = h("div", { class: "msg-tools" });
+    if (message.versions && message.versions.count > 1) tools.append(this.renderVersions(message));
+    const liveBusy = Boolean(this.liveRunId);
+    if (isUser && message.editable) {
+      tools.append(
+        h("button", {
+          type: "button",
+          class: "tool",
+          text: "Edit",
+          "aria-label": "Edit this message",
+          "data-focus-key": `edit:${message.id}`,
+          disabled: liveBusy,
+          onclick: () => {
+            this.editing = { id: message.id, text: message.text };
+            this.render({ keepScroll: true });
+          },
+        }),
+      );
+    }
+    if (!isUser) {
+      tools.append(
+        h(
+          "button",
+          {
+            type: "button",
+            class: "tool tool-icon",
+            "aria-label": "Good answer",
+            "aria-pressed": String(message.feedback === "up"),
+            "data-focus-key": `up:${message.id}`,
+            onclick: () => this.feedback(message, "up"),
+          },
+          icon("up"),
+        ),
+        h(
+          "button",
+          {
+            type: "button",
+            class: "tool tool-icon",
+            "aria-label": "Bad answer",
+            "aria-pressed": String(message.feedback === "down"),
+            "data-focus-key": `down:${message.id}`,
+            onclick: () => this.feedback(message, "down"),
+          },
+          icon("down"),
+        ),
+      );
+    }
+    if (isLast && message.editable && (!isUser || message.run_state)) {
+      tools.append(
+        h("button", {
+          type: "button",
+          class: "tool",
+          text: isUser ? "Answer again" : "Retry",
+          "aria-label": isUser ? "Ask for an answer again" : "Retry this answer",
+          "data-focus-key": `retry:${message.id}`,
+          disabled: liveBusy,
+          onclick: () => this.operate({ type: "retry", message_id: message.id }, { focusComposer: true }),
+        }),
+      );
+    }
+    if (isUser && isLast && !liveBusy && ["stopped", "error"].includes(message.run_state)) {
+      item.append(h("p", { class: "status-note status-stopped", text: message.run_state === "stopped" ? "Stopped before an answer." : "No answer: the run failed." }));
+    }
+    if (tools.childElementCount) item.append(tools);
+    return item;
+  }
+
+  renderVersions(message) {
+    const { index, count, ids } = message.versions;
+    const go = (target) => () => this.operate({ type: "switch", message_id: target });
+    const liveBusy = Boolean(this.liveRunId);
+    return h(
+      "div",
+      { class: "versions", role: "group", "aria-label": "Versions" },
+      h("button", {
+        type: "button",
+        class: "tool tool-arrow",
+        text: "‹",
+        "aria-label": "Previous version",
+        "data-focus-key": `prev:${message.id}`,
+        disabled: index <= 1 || liveBusy,
+        onclick: go(ids[index - 2]),
+      }),
+      h("span", { class: "versions-label", "aria-label": `Version ${index} of ${count}`, text: `${index}/${count}` }),
+      h("button", {
+        type: "button",
+        class: "tool tool-arrow",
+        text: "›",
+        "aria-label": "Next version",
+        "data-focus-key": `next:${message.id}`,
+        disabled: index >= count || liveBusy,
+        onclick: go(ids[index]),
+      }),
+    );
+  }
+
+  renderEditor(message) {
+    const area = h("textarea", { class: "edit-input input", rows: "3", "aria-label": "Edit your message", maxlength: "50000" });
+    area.value = this.editing.text;
+    area.addEventListener("input", () => {
+      this.editing.text = area.value;
+    });
+    const cancel = () => {
+      this.editing = null;
+      this.render({ keepScroll: true });
+      this.el.messages.querySelector(`[data-focus-key="edit:${CSS.escape(message.id)}"]`)?.focus();
+    };
+    area.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") cancel();
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        this.saveEdit(message.id);
+      }
+    });
+    const form = h(
+      "form",
+      {
+        class: "editor",
+        onsubmit: (event) => {
+          event.preventDefault();
+          this.saveEdit(message.id);
+        },
+      },
+      area,
+      h(
+        "div",
+        { class: "editor-actions" },
+        h("button", { type: "button", class: "button", text: "Cancel", onclick: cancel }),
+        h("button", { type: "submit", class: "button button-primary", text: "Save", disabled: Boolean(this.liveRunId) }),
+      ),
+    );
+    return form;
+  }
+
+  renderDraft(run) {
+    const node = this.el.messages.querySelector(`[data-run="${CSS.escape(run.id)}"]`);
+    if (!node) {
+      this.render();
+      return;
+    }
+    const stick = this.nearBottom();
+    // update inside the same live region so assistive technology follows one growing answer
+    const fresh = this.renderRunDraft(run);
+    node.querySelector(".msg-text").replaceChildren(...fresh.querySelector(".msg-text").childNodes);
+    const steps = fresh.querySelector(".steps");
+    const oldSteps = node.querySelector(".steps");
+    if (oldSteps) oldSteps.remove();
+    if (steps) node.querySelector(".bubble").prepend(steps);
+    if (stick) this.el.scroller.scrollTop = this.el.scroller.scrollHeight;
+  }
+}
