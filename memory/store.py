@@ -137,7 +137,8 @@ class PostgresMemoryStore(MemoryStore):
 
 
 class PortableMemoryStore(MemoryStore):
-    """The ORM and plain SQL in one transaction: runs on every database Django supports."""
+    """The ORM and plain SQL in one transaction: runs on SQLite and on PostgreSQL (any database with
+    `INSERT … ON CONFLICT DO NOTHING RETURNING`)."""
 
     def remember_new(
         self,
