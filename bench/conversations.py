@@ -1,4 +1,4 @@
-"""Benchmark: per-turn save and load of agent conversations on PostgreSQL (DESIGN §6, §13).
+"""Benchmark: per-turn save and load of agent conversations on PostgreSQL.
 
 Compares, in one run on one PostgreSQL server, with the same seeded turns:
   ours      conversations.services.conversation_append (head row + append-only rows) / conversation_load
@@ -82,7 +82,7 @@ def _vocabulary(rng: random.Random, size: int = 30_000) -> list[str]:
 
 
 class Workload:
-    """Seeded English-like traffic: Zipf(1.05) words; turns of 2 to 4 messages (DESIGN §13)."""
+    """Seeded English-like traffic: Zipf(1.05) words; turns of 2 to 4 messages."""
 
     def __init__(self, seed: int = SEED) -> None:
         self.rng = random.Random(seed)

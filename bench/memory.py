@@ -1,4 +1,4 @@
-"""Benchmark: Memory recall latency and remember-with-receipt throughput on PostgreSQL (DESIGN §13).
+"""Benchmark: Memory recall latency and remember-with-receipt throughput on PostgreSQL.
 
 In one interleaved run over the same data (100 namespaces, seeded English-like items):
   memory_recall   memory.selectors.memory_recall (parse, tsquery, rank, keyset page of 20, ORM load)

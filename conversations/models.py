@@ -12,30 +12,32 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from psycopg.types.json import Json
 
 from opencompany.core.json import canonical_json
 
 
 class CanonicalJSONField(models.JSONField):
-    """A JSON column that keeps the exact canonical text written: PostgreSQL `json`, not `jsonb`.
+    """A JSON column that keeps the exact canonical text written (the bytes its digest covers).
 
-    A message is only ever stored whole and read whole, never queried inside, so nothing needs
-    `jsonb`'s parsed form: `json` stores the canonical text as it came (the bytes its digest covers)
-    and reads it back without re-serializing, which made a 2,000-message load ~26% faster. Values
-    written through the ORM are stored in the canonical form too. Other databases keep the default.
+    A message is only ever stored whole and read whole, never queried inside, so nothing needs a
+    parsed binary form: where the database's JSON type is `jsonb` (PostgreSQL), the column is its
+    plain `json` sibling, which stores the text as it came and reads it back without re-serializing
+    (docs/benchmarks.md). Elsewhere the column keeps the database's JSON type. Values written through
+    the ORM are stored in the canonical form on every database.
     """
 
     def db_type(self, connection: Any) -> str | None:
-        return "json" if connection.vendor == "postgresql" else super().db_type(connection)
+        native = super().db_type(connection)
+        return "json" if native == "jsonb" else native
 
     def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
-        if connection.vendor != "postgresql":
-            return super().get_db_prep_value(value, connection, prepared)
-        from psycopg.types.json import Json
-
         if not prepared:
             value = self.get_prep_value(value)
-        return Json(value, dumps=canonical_json)
+        if connection.data_types.get("JSONField") == "jsonb":
+            # psycopg's default adapter would send jsonb, which the server re-serializes.
+            return Json(value, dumps=canonical_json)
+        return canonical_json(value)
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
         if not isinstance(value, str):

@@ -19,7 +19,7 @@ from django.utils import timezone
 from conversations import errors
 from conversations.models import AgentConversation
 from conversations.selectors import notes_read
-from conversations.services._common import _error, _lock_head, _publish
+from conversations.services._common import _error, _lock_head, _lock_or_create_head, _publish
 from conversations.types import ConversationKey, NotesState
 from opencompany.core.errors import invalid
 
@@ -90,11 +90,12 @@ def _write(head: AgentConversation, entries: list[dict[str, Any]], entry_id: str
     )
 
 
-def _find(head: AgentConversation | None, entry_id: Any) -> int:
-    entries = head.notes if head is not None else []
-    for index, entry in enumerate(entries):
-        if entry.get("id") == entry_id:
-            return index
+def _find(head: AgentConversation | None, entry_id: Any) -> tuple[AgentConversation, int]:
+    """The head and the index of entry `entry_id` in its notes; `note_not_found` when there is none."""
+    if head is not None:
+        for index, entry in enumerate(head.notes):
+            if entry.get("id") == entry_id:
+                return head, index
     raise _error(errors.NOTE_NOT_FOUND, f"No note with id {entry_id!r}.", {"id": str(entry_id)[:64]})
 
 
@@ -102,8 +103,7 @@ def _find(head: AgentConversation | None, entry_id: Any) -> int:
 def notes_add(*, key: ConversationKey, text: str, expected_notes_revision: int | None = None) -> NotesState:
     """Add one entry (id `n<k>`, unique for the conversation); `notes_full` past the bounds."""
     clean = _clean_text(text)
-    head = _lock_head(key, create=True)
-    assert head is not None  # noqa: S101 - create=True never answers None
+    head = _lock_or_create_head(key)
     _check_revision(head, expected_notes_revision)
     entry_id = f"n{head.notes_revision + 1}"
     return _write(head, [*head.notes, {"id": entry_id, "text": clean}], entry_id)
@@ -115,10 +115,9 @@ def notes_replace(
 ) -> NotesState:
     """Replace the text of entry `entry_id` (keeps its id and place); `note_not_found`, `notes_full`."""
     clean = _clean_text(text)
-    head = _lock_head(key, create=False)
-    _check_revision(head, expected_notes_revision)
-    index = _find(head, entry_id)
-    assert head is not None  # noqa: S101 - _find refuses a missing head
+    found = _lock_head(key, create=False)
+    _check_revision(found, expected_notes_revision)
+    head, index = _find(found, entry_id)
     entries = [dict(e) for e in head.notes]
     entries[index] = {"id": entries[index]["id"], "text": clean}
     return _write(head, entries, entries[index]["id"])
@@ -129,10 +128,9 @@ def notes_remove(
     *, key: ConversationKey, entry_id: str, expected_notes_revision: int | None = None
 ) -> NotesState:
     """Remove entry `entry_id`; `note_not_found` when there is none."""
-    head = _lock_head(key, create=False)
-    _check_revision(head, expected_notes_revision)
-    index = _find(head, entry_id)
-    assert head is not None  # noqa: S101 - _find refuses a missing head
+    found = _lock_head(key, create=False)
+    _check_revision(found, expected_notes_revision)
+    head, index = _find(found, entry_id)
     entries = [dict(e) for i, e in enumerate(head.notes) if i != index]
     return _write(head, entries, str(entry_id))
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import logging
-from functools import cache
 from typing import Any
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 from django.db.models import QuerySet
 
 from conversations import errors
 from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
+from conversations.store import conversation_store
 from conversations.types import ConversationCursor, ConversationKey, NotesState
-from opencompany.core.db import hot_fetchall
 from opencompany.core.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
@@ -33,38 +31,15 @@ def conversation_for_update(*, key: ConversationKey) -> AgentConversation | None
     return AgentConversation.objects.select_for_update().filter(**key.filter_kwargs()).first()
 
 
-@cache
-def _load_sql(vendor: str) -> str:
-    quote = connection.ops.quote_name
-    messages, heads = ConversationMessage._meta.db_table, AgentConversation._meta.db_table
-    where = (
-        f"FROM {quote(messages)} m JOIN {quote(heads)} c "
-        f"ON m.{quote('conversation_id')} = c.{quote('id')} "
-        f"WHERE c.{quote('workflow_id')} = %s AND c.{quote('generation')} = %s "
-        f"AND c.{quote('agent_node_id')} = %s"
-    )
-    if vendor == "postgresql":
-        # One row holding the JSON array text: one protocol row and one json.loads, not one per message.
-        return f"SELECT string_agg(m.{quote('wire')}::text, ',' ORDER BY m.{quote('seq')}) {where}"
-    return f"SELECT m.{quote('wire')} {where} ORDER BY m.{quote('seq')}"
-
-
 def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
     """The stored messages in seq order (`[]` when none). A database error is raised loudly as
     `conversation_load_failed`: an agent never runs with silently missing context.
 
-    One indexed query; SQL instead of the ORM because this runs on every firing and the ORM's per-call
-    overhead was the larger part of loading a short conversation.
+    One indexed query written by hand (the store's), not the ORM: this runs on every firing and the
+    ORM's per-call overhead was the larger part of loading a short conversation.
     """
-    postgresql = connection.vendor == "postgresql"
     try:
-        params: list[str | int] = [key.workflow_id, key.generation, key.agent_node_id]
-        if postgresql:
-            rows = hot_fetchall(_load_sql("postgresql"), params)
-        else:
-            with connection.cursor() as cursor:
-                cursor.execute(_load_sql(connection.vendor), params)
-                rows = cursor.fetchall()
+        return conversation_store().load(key=key)
     except DatabaseError as exc:
         logger.exception(
             "conversation load failed workflow=%s generation=%s agent=%s",
@@ -77,11 +52,6 @@ def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
             "The stored conversation could not be read; the run cannot continue without it.",
             status=errors.STATUS[errors.CONVERSATION_LOAD_FAILED],
         ) from exc
-    if postgresql:
-        joined = rows[0][0] if rows else None
-        return json.loads(f"[{joined}]") if joined else []
-    loads = json.loads
-    return [loads(value) if isinstance(value, str | bytes) else value for (value,) in rows]
 
 
 def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:

@@ -7,8 +7,10 @@ class MemoryConfig(AppConfig):
 
     def ready(self) -> None:
         from graphs.hooks import register_reset_hook
+        from memory.store import memory_store_use, store_for_database
         from memory.tools import MEMORY_TOOL, memory_reset_hook
         from opencompany.llm.tools import register_tool
 
+        memory_store_use(store_for_database())
         register_tool(MEMORY_TOOL)
         register_reset_hook("memory", memory_reset_hook)

@@ -18,13 +18,12 @@ from django.utils import timezone
 from conversations import errors
 from conversations.models import AgentConversation, ConversationMessage
 from conversations.selectors import conversation_for_update
+from conversations.store import INSERT_BATCH
 from conversations.types import ConversationKey, ConversationWrite
 from graphs.models import Workflow
 from opencompany.core.errors import ApplicationError, invalid, not_found
 from opencompany.core.events import owner_group, publish_on_commit
 from opencompany.llm import wire
-
-_INSERT_BATCH = 500
 
 # A NUL escape not itself escaped: PostgreSQL's jsonb cannot store U+0000.
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -91,8 +90,15 @@ def _workflow_owner_id(workflow_id: str) -> int:
 
 def _lock_head(key: ConversationKey, *, create: bool) -> AgentConversation | None:
     """Lock the head row of `key`, creating it when asked. Call inside the service's transaction."""
+    if create:
+        return _lock_or_create_head(key)
+    return conversation_for_update(key=key)
+
+
+def _lock_or_create_head(key: ConversationKey) -> AgentConversation:
+    """Lock the head row of `key`, creating it when missing. Call inside the service's transaction."""
     head = conversation_for_update(key=key)
-    if head is not None or not create:
+    if head is not None:
         return head
     owner_id = _workflow_owner_id(key.workflow_id)
     try:
@@ -148,7 +154,7 @@ def _insert(
         for i in range(len(prepared.wires) - offset)
     ]
     if rows:
-        ConversationMessage.objects.bulk_create(rows, batch_size=_INSERT_BATCH)
+        ConversationMessage.objects.bulk_create(rows, batch_size=INSERT_BATCH)
 
 
 def _clean_notes(notes: Any) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
-"""The conversation itself: append (one statement on PostgreSQL when the caller knows the head digest),
-save (longest shared prefix, then append or rewrite from the first difference) and rewind to a cursor.
+"""The conversation itself: append (the store's compare-and-set when the caller knows the head
+digest), save (longest shared prefix, then append or rewrite from the first difference) and rewind to a
+cursor.
 """
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 
@@ -19,14 +20,15 @@ from conversations.services._common import (
     _error,
     _insert,
     _lock_head,
+    _lock_or_create_head,
     _prepare,
     _Prepared,
     _publish,
     _state,
     _write_from,
 )
+from conversations.store import conversation_store
 from conversations.types import ConversationCursor, ConversationKey, ConversationWrite, TokenUsage
-from opencompany.core.db import hot_fetchone
 from opencompany.core.errors import invalid
 from opencompany.core.events import owner_group, publish_on_commit
 
@@ -48,101 +50,62 @@ def conversation_append(
     `usage` adds to the lifetime token counters.
 
     A caller that knows the head digest it is appending after (the `digest` of its previous write)
-    passes `expected_digest`: on PostgreSQL the check, the insert and the head update then go to the
-    database as one statement (one round trip); any mismatch falls back to the locked path, which
-    answers with the precise conflict.
+    passes `expected_digest`: the store then checks the head and appends in one compare-and-set (one
+    statement on PostgreSQL); any mismatch falls back to the locked path, which answers with the
+    precise conflict.
     """
     if isinstance(expected_length, bool) or not isinstance(expected_length, int) or expected_length < 0:
         raise invalid("expected_length must be an integer ≥ 0.")
     prepared = _prepare(list(messages))
     usage_counts = TokenUsage.from_value(usage)
-    if expected_digest and prepared.wires and connection.vendor == "postgresql":
-        written = _append_one_statement(key, prepared, expected_length, expected_digest, usage_counts)
+    if expected_digest and prepared.wires:
+        written = _append_after_digest(key, prepared, expected_length, expected_digest, usage_counts)
         if written is not None:
             return written
     return _append_locked(key, prepared, expected_length, usage_counts)
 
 
-# The arrays go in binary (%b): length-prefixed elements. As text, psycopg would backslash-escape every
-# quote of every message's JSON (in Python) and the server would parse the array literal back; this
-# measured 0.17 ms per turn (docs/benchmarks.md).
-_APPEND_SQL = """
-WITH head AS (
-    UPDATE conversations_agentconversation AS c SET
-        length = c.length + %(count)s, bytes = c.bytes + %(bytes)s, revision = c.revision + 1,
-        head_digest = %(head_digest)s, updated_at = %(now)s,
-        input_tokens = c.input_tokens + %(input)s, output_tokens = c.output_tokens + %(output)s,
-        cache_read_tokens = c.cache_read_tokens + %(cache_read)s,
-        cache_write_tokens = c.cache_write_tokens + %(cache_write)s,
-        last_input_tokens = COALESCE(%(last_input)s, c.last_input_tokens)
-    WHERE c.workflow_id = %(workflow_id)s AND c.generation = %(generation)s AND c.agent_node_id = %(agent)s
-      AND c.length = %(length)s AND c.head_digest = %(digest)s
-    RETURNING c.id, c.owner_id, c.length, c.revision, c.bytes, c.notes_revision
-), added AS (
-    INSERT INTO conversations_conversationmessage (conversation_id, seq, wire, digest, size, created_at)
-    SELECT head.id, %(length)s + m.ord - 1, m.wire, m.digest, m.size, %(now)s
-    FROM head, unnest(%(wires)b::json[], %(digests)b::varchar[], %(sizes)b::int[])
-         WITH ORDINALITY AS m(wire, digest, size, ord)
-)
-SELECT owner_id, length, revision, bytes, notes_revision FROM head
-"""
-
-
-def _append_one_statement(
+def _append_after_digest(
     key: ConversationKey,
     prepared: _Prepared,
     expected_length: int,
     expected_digest: str,
     usage: TokenUsage | None,
 ) -> ConversationWrite | None:
-    """The PostgreSQL fast path: None when the head is not exactly (`expected_length`, `expected_digest`).
-
-    The head update is the compare-and-set: it takes the row lock, and a writer that committed first
-    changed `length`, so after the lock wait the WHERE matches nothing and nothing is inserted. The
-    insert takes its conversation id from the update's RETURNING, so rows only land with the head.
-    """
+    """The store's compare-and-set append: None (nothing written) when the head is not exactly
+    (`expected_length`, `expected_digest`)."""
     digests = _chain(prepared.encoded, expected_digest)
-    params: dict[str, Any] = {
-        "workflow_id": key.workflow_id,
-        "generation": key.generation,
-        "agent": key.agent_node_id,
-        "length": expected_length,
-        "digest": expected_digest,
-        "wires": prepared.texts,
-        "digests": digests,
-        "sizes": prepared.sizes,
-        "count": len(prepared.wires),
-        "bytes": sum(prepared.sizes),
-        "head_digest": digests[-1],
-        "now": timezone.now(),
-        "input": usage.input_tokens if usage else 0,
-        "output": usage.output_tokens if usage else 0,
-        "cache_read": usage.cache_read_tokens if usage else 0,
-        "cache_write": usage.cache_write_tokens if usage else 0,
-        "last_input": usage.input_tokens + usage.cache_read_tokens if usage else None,
-    }
-    row = hot_fetchone(_APPEND_SQL, params)
-    if row is None:
+    head = conversation_store().append_after(
+        key=key,
+        expected_length=expected_length,
+        expected_digest=expected_digest,
+        wires=prepared.wires,
+        texts=prepared.texts,
+        digests=digests,
+        sizes=prepared.sizes,
+        usage=usage,
+        now=timezone.now(),
+    )
+    if head is None:
         return None
-    owner_id, length, revision, size, notes_revision = row
     publish_on_commit(
-        owner_group(owner_id),
+        owner_group(head.owner_id),
         "context.updated",
         {
             "workflow_id": key.workflow_id,
             "generation": key.generation,
             "agent_node_id": key.agent_node_id,
-            "length": length,
-            "revision": revision,
+            "length": head.length,
+            "revision": head.revision,
         },
     )
     return ConversationWrite(
         applied=True,
-        length=length,
-        revision=revision,
-        bytes=size,
+        length=head.length,
+        revision=head.revision,
+        bytes=head.bytes,
         digest=digests[-1],
-        notes_revision=notes_revision,
+        notes_revision=head.notes_revision,
     )
 
 
@@ -274,8 +237,7 @@ def conversation_rewind(
     if head is None:
         if not notes:
             return _state(None)
-        head = _lock_head(key, create=True)
-        assert head is not None  # noqa: S101 - create=True never answers None
+        head = _lock_or_create_head(key)
     notes_change = notes is not None and notes != head.notes
     if target.length == head.length and not notes_change:
         return _state(head)

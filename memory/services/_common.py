@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
@@ -18,6 +17,7 @@ from memory.errors import idempotency_key_reused, quota_exceeded
 from memory.models import IndexingState, MemoryItem, MemoryNamespace, MemoryReceipt, MemoryRevision
 from memory.scope import MemoryScope
 from memory.selectors import memory_view, revision_view
+from memory.store import receipt_insert
 from opencompany.core.events import owner_group, publish_on_commit
 
 EVENT_TYPE = "memory.updated"
@@ -91,25 +91,17 @@ def _claim_receipt(
     replays it (or claims it, when the first rolled back)."""
     if operation_id is None:
         return None
-    # One round trip on the common path: the unique index decides, no savepoint needed.
-    table = MemoryReceipt._meta.db_table
-    result_field = MemoryReceipt._meta.get_field("result")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (namespace, workflow_id, operation_id, operation, fingerprint, result, created_at) "  # noqa: S608 - our table
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, operation_id) DO NOTHING RETURNING id",
-            [
-                scope.namespace,
-                scope.workflow_id,
-                operation_id,
-                operation,
-                request_fingerprint,
-                result_field.get_db_prep_value(result, connection),
-                timezone.now(),
-            ],
-        )
-        if cursor.fetchone() is not None:
-            return None
+    claim = MemoryReceipt(
+        namespace=scope.namespace,
+        workflow_id=scope.workflow_id,
+        operation_id=operation_id,
+        operation=operation,
+        fingerprint=request_fingerprint,
+        result=result,
+        created_at=timezone.now(),
+    )
+    if receipt_insert(claim):
+        return None
     existing = MemoryReceipt.objects.get(namespace=scope.namespace, operation_id=operation_id)
     if existing.fingerprint != request_fingerprint:
         raise idempotency_key_reused()

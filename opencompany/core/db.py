@@ -2,15 +2,16 @@
 
 Django's psycopg backend binds parameters on the client by default: each call sends the whole
 statement as text with every value quoted into it, and the server parses and plans it again. The
-per-turn append, the conversation load, the chat send and memory's remember run on every turn, so they go through
-`hot_fetchone` / `hot_fetchall`, which send the values apart from the text (server-side binding, binary
-results) and, unless ``OPENCOMPANY_DB_PREPARE`` is off, keep the statement prepared on the connection
-(parsed and planned once per connection; kept connections matter, see ``DB_CONN_MAX_AGE``).
+per-turn append, the conversation load, the chat send and memory's remember run on every turn, so the
+PostgreSQL stores run them through `hot_fetchone` / `hot_fetchall`, which send the values apart from the
+text (server-side binding, binary results) and, unless ``OPENCOMPANY_DB_PREPARE`` is off, keep the
+statement prepared on the connection (parsed and planned once per connection; kept connections matter,
+see ``DB_CONN_MAX_AGE``).
 
 When something observes queries (``DEBUG`` query logging, ``CaptureQueriesContext``, an
 ``execute_wrapper``), the statement goes through Django's cursor wrapper like any other; otherwise
-it skips that layer, which measured about 0.1 ms per call (docs/benchmarks.md). Errors are
-translated to Django's exceptions either way.
+it skips that layer, whose cost per call is in docs/benchmarks.md. Errors are translated to Django's
+exceptions either way.
 
 Turn ``OPENCOMPANY_DB_PREPARE`` off behind a pooler that cannot keep prepared statements per client
 (PgBouncer in transaction mode before 1.21, or without ``max_prepared_statements``).

@@ -1,12 +1,37 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from conversations.store import (
+    ConversationStore,
+    PortableConversationStore,
+    PostgresConversationStore,
+    conversation_store_use,
+    store_for_database,
+)
 from conversations.types import ConversationKey
 from opencompany.llm.wire import make_assistant, make_text, make_tool_call, make_tool_result, make_user
 from tests.conftest import node_id
+
+STORES: dict[str, type[ConversationStore]] = {
+    "portable": PortableConversationStore,
+    "postgresql": PostgresConversationStore,
+}
+
+
+@pytest.fixture(params=["portable", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest) -> Iterator[ConversationStore]:
+    """Each conversation store in turn, used by every service and selector for the test.
+
+    The portable store runs on every database; the PostgreSQL one only in the PostgreSQL pass.
+    """
+    chosen = STORES[request.param]()
+    conversation_store_use(chosen)
+    yield chosen
+    conversation_store_use(store_for_database())
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Acceptance 9: the conversation endpoints — shape, pagination, clear, and the authorization matrix."""
+"""The conversation endpoints — shape, pagination, clear, and the authorization matrix."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Acceptance 2: eight real threads append to one conversation on PostgreSQL."""
+"""Eight real threads append to one conversation on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -21,14 +21,21 @@ ROUNDS = 3
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("one_statement", [False, True], ids=["locked", "one-statement"])
-def test_eight_writers_with_the_same_length_one_wins_per_length_and_nothing_is_lost(owner, one_statement):
-    """`one_statement`: each writer passes the head digest it read, so the append is the single UPDATE-first
-    statement; the compare-and-set must still let exactly one writer through per length."""
+@pytest.mark.parametrize(
+    ("with_digest", "store"),
+    [(False, "postgresql"), (True, "portable"), (True, "postgresql")],
+    ids=["locked", "digest-portable", "digest-postgresql"],
+    indirect=["store"],
+)
+def test_eight_writers_with_the_same_length_one_wins_per_length_and_nothing_is_lost(
+    owner, with_digest, store
+):
+    """`with_digest`: each writer passes the head digest it read, so the append is the store's
+    compare-and-set (UPDATE first); it must still let exactly one writer through per length."""
     workflow = make_workflow(owner)
     key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=node_id(workflow, "aiAgent"))
     seeded = 0
-    if one_statement:  # the statement needs an existing head
+    if with_digest:  # the compare-and-set needs an existing head
         conversation_append(key=key, messages=[user("seed")], expected_length=0)
         seeded = 1
     barrier = threading.Barrier(WRITERS)
@@ -45,7 +52,7 @@ def test_eight_writers_with_the_same_length_one_wins_per_length_and_nothing_is_l
                 cursor = conversation_cursor(key=key)
                 if first:
                     barrier.wait()  # every writer read the same head before anyone appends
-                length, digest = cursor.length, cursor.digest if one_statement else None
+                length, digest = cursor.length, cursor.digest if with_digest else None
                 try:
                     conversation_append(
                         key=key, messages=[pending[0]], expected_length=length, expected_digest=digest

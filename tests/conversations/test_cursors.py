@@ -1,4 +1,4 @@
-"""Acceptance 4: cursors, rewinds, compaction and branch snapshots."""
+"""Cursors, rewinds, compaction and branch snapshots."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Acceptance 8: removing a Context archives through the outbox; Reset archives the closed generation;
+"""Removing a Context archives through the outbox; Reset archives the closed generation;
 archives are readable in the admin and purged after the retention window."""
 
 from __future__ import annotations

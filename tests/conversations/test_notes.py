@@ -1,4 +1,4 @@
-"""Acceptance 6: working notes — bounds, optimistic revision, rendering, lifecycle — and the notes tool."""
+"""Working notes — bounds, optimistic revision, rendering, lifecycle — and the notes tool."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The store's services: append, save, load, clear — and the events they publish (acceptance 3, 7)."""
+"""The store's services: append, save, load, clear — and the events they publish."""
 
 from __future__ import annotations
 
@@ -201,16 +201,6 @@ def test_save_of_an_empty_list_for_a_missing_key_creates_nothing(key):
 
     assert result.applied is False
     assert AgentConversation.objects.exists() is False
-
-
-def test_load_failure_is_loud(key, monkeypatch):
-    monkeypatch.setattr("conversations.selectors._load_sql", lambda vendor: "SELECT broken FROM nowhere")
-
-    with pytest.raises(ApplicationError) as exc:
-        conversation_load(key=key)
-
-    assert exc.value.code == "conversation_load_failed"
-    assert exc.value.status == 503
 
 
 def test_clear_archives_then_empties_and_keeps_revision_monotonic(

@@ -1,4 +1,4 @@
-"""Acceptance 1: every block kind survives encode → store → load byte-identically (canonical form)."""
+"""Every block kind survives encode → store → load byte-identically (canonical form)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,18 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from memory.scope import MemoryScope, memory_scope
+from memory.store import (
+    MemoryStore,
+    PortableMemoryStore,
+    PostgresMemoryStore,
+    memory_store_use,
+    store_for_database,
+)
 from tests.conftest import demo_graph, make_workflow, node_id
 
 
@@ -29,6 +37,21 @@ def two_memory_graph() -> dict[str, Any]:
         }
     )
     return graph
+
+
+STORES: dict[str, type[MemoryStore]] = {"portable": PortableMemoryStore, "postgresql": PostgresMemoryStore}
+
+
+@pytest.fixture(params=["portable", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
+    """Each memory store in turn, used by the services for the test.
+
+    The portable store runs on every database; the PostgreSQL one only in the PostgreSQL pass.
+    """
+    chosen = STORES[request.param]()
+    memory_store_use(chosen)
+    yield chosen
+    memory_store_use(store_for_database())
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""Acceptance 1 through the admin's service path: the scope of an item is derived the one way, so an
-item of one Memory node (or owner) can never be reached as another's, and a forged row is refused."""
+"""Through the admin's service path, the scope of an item is derived the one way, so an item of one
+Memory node (or owner) can never be reached as another's, and a forged row is refused."""
 
 from __future__ import annotations
 

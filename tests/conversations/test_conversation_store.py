@@ -1,0 +1,275 @@
+"""Both conversation stores (the PostgreSQL one and the portable one) store and load exactly what the
+locked path stores: the same rows, bytes, digests, counters, conflict codes and events."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from conversations.errors import CONVERSATION_CONFLICT, CONVERSATION_LOAD_FAILED
+from conversations.models import AgentConversation, ConversationMessage
+from conversations.selectors import conversation_cursor, conversation_load
+from conversations.services import conversation_append
+from conversations.store import ConversationStore, PortableConversationStore, PostgresConversationStore
+from conversations.types import ConversationKey
+from opencompany.core.errors import ApplicationError
+from opencompany.core.json import canonical_json
+from opencompany.llm import wire
+from tests.conversations.conftest import tool_turn, turns
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# What the compare-and-set append sends: PostgreSQL one statement; the portable store the head update,
+# the head read and the insert.
+APPEND_STATEMENTS: dict[type[ConversationStore], int] = {
+    PostgresConversationStore: 1,
+    PortableConversationStore: 3,
+}
+
+
+def _statements(queries: CaptureQueriesContext) -> list[str]:
+    """The statements sent, without the transaction's own (SQLite logs its BEGIN IMMEDIATE and COMMIT)."""
+    return [q["sql"] for q in queries.captured_queries if q["sql"].split(" ")[0] not in ("BEGIN", "COMMIT")]
+
+
+def _stored_texts(agent_node_id: str) -> list[tuple[str, str]]:
+    """The stored text and digest of every message of the conversation, read as the database holds them."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT CAST(m.wire AS TEXT), m.digest FROM conversations_conversationmessage m "
+            "JOIN conversations_agentconversation c ON c.id = m.conversation_id "
+            "WHERE c.agent_node_id = %s ORDER BY m.seq",
+            [agent_node_id],
+        )
+        return cursor.fetchall()
+
+
+def _append_args(messages: list[dict[str, Any]], after: str) -> dict[str, Any]:
+    texts = [canonical_json(m) for m in messages]
+    return {
+        "wires": messages,
+        "texts": texts,
+        "digests": wire.digests_of(messages, after),
+        "sizes": [len(t.encode()) for t in texts],
+        "usage": None,
+        "now": timezone.now(),
+    }
+
+
+def test_the_digest_append_stores_what_the_locked_append_stores(workflow, events, store):
+    fast = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="fast")
+    slow = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="slow")
+    events.subscribe(f"owner.{workflow.owner_id}")
+    first = conversation_append(key=fast, messages=turns(2), expected_length=0)
+    conversation_append(key=slow, messages=turns(2), expected_length=0)
+    events.drain()
+
+    with CaptureQueriesContext(connection) as queries:
+        write = conversation_append(
+            key=fast,
+            messages=tool_turn("c1"),
+            expected_length=2,
+            expected_digest=first.digest,
+            usage={"input_tokens": 7, "output_tokens": 3, "cache_read_tokens": 2},
+        )
+    conversation_append(
+        key=slow,
+        messages=tool_turn("c1"),
+        expected_length=2,
+        usage={"input_tokens": 7, "output_tokens": 3, "cache_read_tokens": 2},
+    )
+
+    assert len(_statements(queries)) == APPEND_STATEMENTS[type(store)]
+    assert conversation_load(key=fast) == conversation_load(key=slow) == [*turns(2), *tool_turn("c1")]
+    assert conversation_cursor(key=fast).digest == conversation_cursor(key=slow).digest == write.digest
+    assert [text for text, _ in _stored_texts("fast")] == [text for text, _ in _stored_texts("slow")]
+    heads = {h.agent_node_id: h for h in AgentConversation.objects.filter(workflow_id=workflow.pk)}
+    for field in (
+        "length",
+        "revision",
+        "bytes",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "last_input_tokens",
+        "head_digest",
+        "notes_revision",
+    ):
+        assert getattr(heads["fast"], field) == getattr(heads["slow"], field), field
+    assert (heads["fast"].length, heads["fast"].revision, heads["fast"].last_input_tokens) == (4, 2, 9)
+    assert (write.applied, write.length, write.revision, write.bytes) == (True, 4, 2, heads["fast"].bytes)
+    assert events.drain() == [
+        {
+            "type": "context.updated",
+            "data": {
+                "workflow_id": workflow.pk,
+                "generation": 1,
+                "agent_node_id": agent,
+                "length": 4,
+                "revision": 2,
+            },
+        }
+        for agent in ("fast", "slow")
+    ]
+
+
+def test_a_stale_length_is_refused_and_a_stale_digest_falls_back_to_the_locked_path(workflow, events, store):
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="a")
+    first = conversation_append(key=key, messages=turns(2), expected_length=0)
+    events.subscribe(f"owner.{workflow.owner_id}")
+
+    with pytest.raises(ApplicationError) as stale_length:
+        conversation_append(key=key, messages=turns(1), expected_length=1, expected_digest=first.digest)
+
+    assert stale_length.value.code == CONVERSATION_CONFLICT
+    assert stale_length.value.extra == {"length": 2, "expected_length": 1}
+    assert ConversationMessage.objects.filter(conversation__agent_node_id="a").count() == 2
+    assert AgentConversation.objects.get(agent_node_id="a").revision == 1
+    assert events.drain() == []
+
+    # right length, wrong digest: the locked path checks the length only, and it matched
+    appended = conversation_append(key=key, messages=turns(1), expected_length=2, expected_digest="0" * 64)
+
+    assert (appended.length, appended.revision) == (3, 2)
+    assert conversation_load(key=key) == [*turns(2), *turns(1)]
+    assert [e["data"]["length"] for e in events.drain()] == [3]
+
+
+def test_the_store_appends_nothing_after_a_head_that_differs_or_does_not_exist(workflow, store):
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="cas")
+    missing = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="missing")
+    first = conversation_append(key=key, messages=turns(2), expected_length=0)
+    more = turns(1, "x")
+
+    stale_digest = store.append_after(
+        key=key, expected_length=2, expected_digest="f" * 64, **_append_args(more, "f" * 64)
+    )
+    stale_length = store.append_after(
+        key=key, expected_length=1, expected_digest=first.digest, **_append_args(more, first.digest)
+    )
+    absent = store.append_after(key=missing, expected_length=0, expected_digest="", **_append_args(more, ""))
+
+    assert (stale_digest, stale_length, absent) == (None, None, None)
+    head = AgentConversation.objects.get(agent_node_id="cas")
+    assert (head.length, head.revision, head.head_digest) == (2, 1, first.digest)
+    assert ConversationMessage.objects.filter(conversation=head).count() == 2
+    assert AgentConversation.objects.filter(agent_node_id="missing").exists() is False
+
+
+def test_the_store_answers_the_head_it_left(workflow, store):
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="answer")
+    first = conversation_append(key=key, messages=turns(2), expected_length=0)
+    more = tool_turn("c2")
+
+    head = store.append_after(
+        key=key, expected_length=2, expected_digest=first.digest, **_append_args(more, first.digest)
+    )
+
+    stored = AgentConversation.objects.get(agent_node_id="answer")
+    assert head is not None
+    assert (head.owner_id, head.length, head.revision, head.bytes, head.notes_revision) == (
+        workflow.owner_id,
+        4,
+        2,
+        stored.bytes,
+        0,
+    )
+    assert (stored.length, stored.head_digest) == (4, wire.digests_of([*turns(2), *more])[-1])
+    assert stored.bytes == sum(len(canonical_json(m).encode()) for m in [*turns(2), *more])
+
+
+def test_the_stored_text_is_the_canonical_text_the_digest_covers_on_every_write_path(workflow, store):
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="exact")
+    first = conversation_append(key=key, messages=turns(2), expected_length=0)  # the locked path (ORM insert)
+    conversation_append(key=key, messages=tool_turn("c9"), expected_length=2, expected_digest=first.digest)
+    stored = conversation_load(key=key)
+
+    rows = _stored_texts("exact")
+
+    assert stored == [*turns(2), *tool_turn("c9")]
+    assert [text for text, _ in rows] == [canonical_json(message) for message in stored]
+    assert [digest for _, digest in rows] == wire.digests_of(stored)
+    assert ConversationMessage.objects.filter(conversation__agent_node_id="exact").first().wire == stored[0]
+
+
+def test_awkward_text_is_stored_byte_for_byte_by_the_digest_append(workflow, store):
+    """Nothing in a message is quoted, escaped or trimmed on the way in or out."""
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="awkward")
+    first = conversation_append(key=key, messages=turns(1), expected_length=0)
+    texts = [
+        'say "hi", {then} \\ leave',
+        "NULL",
+        "\\u0000 is written out, not a NUL",
+        " \t\n\u00a0\u1680\u2003\u3000 ",
+        "emoji 🧠 and RTL עברית",
+        '{"a":[1,2]}',
+    ]
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": t}], "metadata": {"k": t}} for t in texts
+    ]
+
+    with CaptureQueriesContext(connection) as queries:
+        conversation_append(key=key, messages=messages, expected_length=1, expected_digest=first.digest)
+
+    assert len(_statements(queries)) == APPEND_STATEMENTS[type(store)]  # the store's append took it
+    assert conversation_load(key=key)[1:] == messages
+    assert [text for text, _ in _stored_texts("awkward")[1:]] == [canonical_json(m) for m in messages]
+
+
+def test_the_load_of_a_key_never_written_is_empty_and_one_query(workflow, store, django_assert_num_queries):
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="never")
+
+    with django_assert_num_queries(1):
+        assert conversation_load(key=key) == []
+
+
+def test_load_failure_is_loud(key, store, monkeypatch):
+    monkeypatch.setattr(store, "load_sql", "SELECT broken FROM nowhere")
+
+    with pytest.raises(ApplicationError) as exc:
+        conversation_load(key=key)
+
+    assert exc.value.code == CONVERSATION_LOAD_FAILED
+    assert exc.value.status == 503
+
+
+@pytest.mark.postgres
+def test_the_tables_keep_only_the_indexes_a_turn_needs():
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tablename, indexname FROM pg_indexes WHERE tablename IN "
+            "('conversations_agentconversation', 'conversations_conversationmessage') ORDER BY 1, 2"
+        )
+        indexes = cursor.fetchall()
+
+    assert indexes == [
+        ("conversations_agentconversation", "conversation_owner_updated"),
+        ("conversations_agentconversation", "conversation_unique_key"),
+        ("conversations_agentconversation", "conversations_agentconversation_pkey"),
+        ("conversations_conversationmessage", "conversation_message_unique_seq"),
+        ("conversations_conversationmessage", "conversations_conversationmessage_pkey"),
+    ]
+
+
+@pytest.mark.postgres
+def test_a_message_up_to_a_page_stays_in_its_row(workflow):
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="inline")
+    # About 6 KB that does not compress: the default TOAST target would move it out of the row.
+    noise = secrets.token_urlsafe(4_500)
+    message = {"role": "user", "content": [{"type": "text", "text": noise}], "metadata": {}}
+
+    conversation_append(key=key, messages=[message], expected_length=0)
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_relation_size(reltoastrelid) FROM pg_class "
+            "WHERE relname = 'conversations_conversationmessage'"
+        )
+        assert cursor.fetchone()[0] == 0  # nothing went to the TOAST table
+    assert conversation_load(key=key) == [message]
