@@ -6,7 +6,7 @@ import pytest
 from django.db import transaction
 
 from opencompany.core import events
-from opencompany.core.errors import ApplicationError
+from opencompany.core.errors import ApplicationError, render_error
 from opencompany.core.ids import mint_id
 from opencompany.core.pagination import make_cursor, read_cursor
 from opencompany.core.sanitize import blocked_keys_in, is_blocked_key, sanitize_payload
@@ -158,6 +158,10 @@ def test_in_memory_events_for_a_group_nobody_joined_spin_up_no_loop(events, monk
 def test_application_error_defaults():
     err = ApplicationError("version_conflict", "stale", {"current_version": 3}, status=409)
 
-    assert err.as_dict() == {"code": "version_conflict", "message": "stale", "extra": {"current_version": 3}}
+    assert render_error(err) == {
+        "code": "version_conflict",
+        "message": "stale",
+        "extra": {"current_version": 3},
+    }
     assert ApplicationError("not_found", "x").status == 404
     assert ApplicationError("anything_else", "x").status == 400
