@@ -34,6 +34,11 @@ def _invalid_request(exc: drf_exceptions.ValidationError) -> ApplicationError:
     )
 
 
+def _wait(exc: Exception) -> float | None:
+    """The seconds a throttled client should wait (DRF's `Throttled.wait`), else None."""
+    return getattr(exc, "wait", None) if isinstance(exc, drf_exceptions.Throttled) else None
+
+
 def application_error_for(exc: Exception) -> ApplicationError | None:
     """The `ApplicationError` a DRF or Django exception stands for; None for an unexpected one."""
     if isinstance(exc, ApplicationError):
@@ -52,7 +57,7 @@ def application_error_for(exc: Exception) -> ApplicationError | None:
         return ApplicationError(errors.INVALID_REQUEST, str(exc.detail), status=415)
     if isinstance(exc, drf_exceptions.Throttled):
         return ApplicationError(
-            errors.THROTTLED, "Too many requests; slow down.", {"retry_after_s": exc.wait}, status=429
+            errors.THROTTLED, "Too many requests; slow down.", {"retry_after_s": _wait(exc)}, status=429
         )
     if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
         # `status_code` is the view's choice: 401 with a challenge to offer, else 403.
@@ -74,8 +79,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         logger.exception("unhandled error in API view %s", type(exc).__name__)
         return None
     response = Response(render_error(error), status=error.status)
-    if isinstance(exc, drf_exceptions.Throttled) and exc.wait is not None:
-        response["Retry-After"] = str(int(exc.wait) + 1)
+    wait = _wait(exc)
+    if wait is not None:
+        response["Retry-After"] = str(int(wait) + 1)
     auth_header = getattr(exc, "auth_header", None)
     if auth_header:
         response["WWW-Authenticate"] = auth_header
