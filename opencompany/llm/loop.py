@@ -125,7 +125,6 @@ class LoopResult:
     messages: list[Message] = field(default_factory=list)
     compactions: int = 0
     compaction_failures: int = 0
-    context_tokens: int = 0
 
 
 class ProviderSummarizer:
@@ -359,7 +358,6 @@ async def run_agent_loop(
                     pressure = last_input + added_bytes // cpt
                 else:
                     pressure = (system_chars + size) // cpt
-                result.context_tokens = pressure
                 if pressure >= policies.compaction_ratio * window:
                     compacted = await _maybe_compact(messages, summarizer, result)
                     if compacted is not None:
