@@ -1,6 +1,6 @@
 """The agent loop: stream the model, run the tools it asks for, commit every step through a sink.
 
-Commit order per iteration (RFC-0002 §6): the complete assistant message before any of its tools runs;
+Commit order per iteration: the complete assistant message before any of its tools runs;
 each tool result before the next provider request; the final answer (with the run's usage) last. A sink
 failure ends the run at that boundary (``persist_failed``) and nothing more reaches the sink.
 

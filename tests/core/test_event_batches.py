@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
+from channels.layers import InMemoryChannelLayer
 
 from opencompany.core import events
 from opencompany.core.events import send_batch
@@ -51,8 +52,6 @@ def test_a_batch_reaches_each_groups_subscribers_in_order() -> None:
 
 
 def test_other_layers_get_one_group_send_after_another() -> None:
-    from channels.layers import InMemoryChannelLayer
-
     layer = InMemoryChannelLayer()
 
     async def scenario() -> list[Any]:

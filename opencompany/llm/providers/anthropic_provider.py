@@ -166,7 +166,7 @@ class AnthropicProvider:
             params["tools"] = [t.definition() for t in request.tools]
         if s.thinking_budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
-        # ``temperature`` is not sent: the Messages API version this SDK speaks no longer takes it.
+        # ``temperature`` is not sent: the Messages API version this SDK speaks does not take it.
         return params
 
     async def stream(self, request: Request) -> AsyncIterator[ProviderEvent]:
