@@ -1,4 +1,4 @@
-"""Thin DRF views for an owner's agent conversations (DESIGN §10). Every lookup goes through the
+"""Thin DRF views for an owner's agent conversations. Every lookup goes through the
 owner's workflow: another owner's workflow id answers 404 and changes nothing."""
 
 from __future__ import annotations
