@@ -22,7 +22,7 @@ from chat.models import TERMINAL_STATES, ChatRun
 from chat.selectors import chat_history, render_run_snapshot
 from graphs.selectors import workflow_for_owner
 from opencompany.core.asyncdb import db_call
-from opencompany.core.errors import ApplicationError
+from opencompany.core.errors import ApplicationError, internal_error, render_error
 from opencompany.core.events import chat_group, owner_group, remember_serving_loop
 
 logger = logging.getLogger(__name__)
@@ -61,10 +61,9 @@ class _Bucket:
         return True
 
 
-def _error(
-    code: str, message: str, extra: dict[str, Any] | None = None, request_id: Any = None
-) -> dict[str, Any]:
-    return {"type": "error", "request_id": request_id, "code": code, "message": message, "extra": extra or {}}
+def _error(error: ApplicationError, request_id: Any = None) -> dict[str, Any]:
+    """The error frame: the shared error body with the client's `request_id`."""
+    return {"type": "error", "request_id": request_id, **render_error(error)}
 
 
 def _int_or_none(value: Any, field: str) -> int | None:
@@ -125,26 +124,33 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
         if len(raw.encode("utf-8")) > MAX_FRAME_BYTES:
-            await self._send(_error("too_large", f"A frame may be at most {MAX_FRAME_BYTES} bytes."))
+            await self._send(
+                _error(ApplicationError("too_large", f"A frame may be at most {MAX_FRAME_BYTES} bytes."))
+            )
             return
         try:
             frame = json.loads(raw)
         except ValueError:
-            await self._send(_error("invalid_request", "The frame is not valid JSON."))
+            await self._send(_error(ApplicationError("invalid_request", "The frame is not valid JSON.")))
             return
         if not isinstance(frame, dict):
-            await self._send(_error("invalid_request", "A frame must be a JSON object."))
+            await self._send(_error(ApplicationError("invalid_request", "A frame must be a JSON object.")))
             return
         request_id = frame.get("request_id")
         if not self.bucket.take():
-            await self._send(_error("rate_limited", "Too many frames; slow down.", request_id=request_id))
+            await self._send(
+                _error(ApplicationError("rate_limited", "Too many frames; slow down."), request_id)
+            )
             return
         handler = (
             getattr(self, f"op_{frame.get('type')}", None) if isinstance(frame.get("type"), str) else None
         )
         if handler is None:
             await self._send(
-                _error("invalid_request", f"Unknown frame type {frame.get('type')!r}.", request_id=request_id)
+                _error(
+                    ApplicationError("invalid_request", f"Unknown frame type {frame.get('type')!r}."),
+                    request_id,
+                )
             )
             return
         try:
@@ -155,13 +161,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         except ApplicationError as exc:
-            await self._send(_error(exc.code, exc.message, exc.extra, request_id))
+            await self._send(_error(exc, request_id))
             return
         except Exception:
             logger.exception("chat frame failed type=%s workflow=%s", frame.get("type"), self.workflow_id)
-            await self._send(
-                _error("internal_error", "Something went wrong on our side.", request_id=request_id)
-            )
+            await self._send(_error(internal_error(), request_id))
             return
         if result is not None:
             await self._send({"type": "ack", "request_id": request_id, **result})

@@ -9,7 +9,7 @@ from django.db import DatabaseError
 from django.db.models import QuerySet
 
 from conversations import errors
-from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
+from conversations.models import AgentConversation, ConversationMessage
 from conversations.store import conversation_store
 from conversations.types import ConversationCursor, ConversationKey, NotesState
 from opencompany.core.errors import ApplicationError
@@ -127,13 +127,3 @@ def notes_read(*, key: ConversationKey) -> NotesState:
     return NotesState(
         entries=list(row["notes"] or []), notes_revision=row["notes_revision"], revision=row["revision"]
     )
-
-
-def archives_of(*, workflow_id: str) -> QuerySet[ConversationArchive]:
-    return ConversationArchive.objects.filter(workflow_id=workflow_id)
-
-
-def branch_snapshot_get(*, thread_key: str, leaf_uid: str, agent_node_id: str) -> BranchSnapshot | None:
-    return BranchSnapshot.objects.filter(
-        thread_key=thread_key, leaf_uid=leaf_uid, agent_node_id=agent_node_id
-    ).first()

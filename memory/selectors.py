@@ -20,7 +20,7 @@ from memory.models import IndexingState, MemoryEmbedding, MemoryItem, MemoryRevi
 from memory.scope import MemoryScope
 from memory.search import Filters, ParsedQuery, parse_query, ranked_ids
 from opencompany.core.errors import ApplicationError
-from opencompany.core.pagination import INVALID_CURSOR, make_cursor, read_cursor
+from opencompany.core.pagination import INVALID_CURSOR, Ascending, NewestFirst, make_cursor, read_cursor
 
 logger = logging.getLogger(__name__)
 
@@ -132,29 +132,10 @@ def memory_list(
     wanted_tags = f.clean_tags(tags)
     size = f.clean_limit(limit)
     token = f.clean_cursor(cursor)
-    bound = [scope.namespace, "list", cats, wanted_tags]
-    position = read_cursor(token, salt="memory", bound_to=bound)
-    queryset = _apply_filters(memory_items_for(scope=scope), cats, wanted_tags)
-    if position is not None:
-        at, pk = _list_position(position)
-        queryset = queryset.filter(Q(created_at__lt=at) | Q(created_at=at, pk__lt=pk))
-    rows = list(queryset.order_by("-created_at", "-id")[: size + 1])
-    next_cursor = None
-    if len(rows) > size:
-        rows = rows[:size]
-        last = rows[-1]
-        next_cursor = make_cursor(
-            salt="memory", bound_to=bound, position=[last.created_at.isoformat(), last.pk]
-        )
-    return MemoryPage("list", [memory_view(r) for r in rows], next_cursor, RETRIEVAL_LIST, None)
-
-
-def _list_position(position: Any) -> tuple[datetime, int]:
-    try:
-        at = datetime.fromisoformat(position[0])
-        return at, int(position[1])
-    except (TypeError, ValueError, IndexError, KeyError):
-        raise ApplicationError(INVALID_CURSOR, "The cursor is invalid or was tampered with.") from None
+    page = NewestFirst(salt="memory", bound_to=[scope.namespace, "list", cats, wanted_tags]).page(
+        _apply_filters(memory_items_for(scope=scope), cats, wanted_tags), cursor=token, size=size
+    )
+    return MemoryPage("list", [memory_view(r) for r in page.rows], page.next_cursor, RETRIEVAL_LIST, None)
 
 
 def _keyset_position(position: Any) -> tuple[float, int]:
@@ -272,16 +253,11 @@ def memory_revisions(
     memory_id = f.clean_memory_id(memory_id)
     size = f.clean_limit(limit)
     token = f.clean_cursor(cursor)
-    bound = [scope.namespace, "revisions", memory_id]
-    position = read_cursor(token, salt="memory", bound_to=bound)
-    queryset = MemoryRevision.objects.filter(namespace=scope.namespace, memory_id=memory_id)  # type: ignore[misc]
-    if position is not None:
-        queryset = queryset.filter(version__gt=int(_keyset_position([0, position])[1]))
-    rows = list(queryset.order_by("version")[: size + 1])
-    if not rows and position is None:
+    page = Ascending(field="version", salt="memory", bound_to=[scope.namespace, "revisions", memory_id]).page(
+        MemoryRevision.objects.filter(namespace=scope.namespace, memory_id=memory_id),  # type: ignore[misc]
+        cursor=token,
+        size=size,
+    )
+    if not page.rows and not token:
         raise item_not_found()
-    next_cursor = None
-    if len(rows) > size:
-        rows = rows[:size]
-        next_cursor = make_cursor(salt="memory", bound_to=bound, position=rows[-1].version)
-    return {"results": [revision_view(r) for r in rows], "next_cursor": next_cursor}
+    return {"results": [revision_view(r) for r in page.rows], "next_cursor": page.next_cursor}

@@ -1,3 +1,6 @@
+"""The ASGI application: HTTP through Django, websockets through the project's routes."""
+
+import asyncio
 import os
 
 from django.core.asgi import get_asgi_application
@@ -15,14 +18,12 @@ from opencompany.routing import websocket_urlpatterns  # noqa: E402
 router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns()))),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
 
 
 async def application(scope, receive, send):  # type: ignore[no-untyped-def]
-    """The ASGI entry point; remembers the serving loop so in-process runs start on it."""
-    import asyncio
-
+    """The ASGI entry point; remembers the serving loop so events and in-process runs start on it."""
     remember_serving_loop(asyncio.get_running_loop())
     return await router(scope, receive, send)

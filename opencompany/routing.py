@@ -1,11 +1,7 @@
-"""Websocket URL routes; apps contribute theirs."""
+"""Websocket URL routes of the project: each app's routes, mounted here."""
 
 from django.urls import URLPattern, URLResolver
 
+from chat.routing import websocket_urlpatterns as chat_routes
 
-def websocket_urlpatterns() -> list[URLPattern | URLResolver]:
-    try:
-        from chat.routing import websocket_urlpatterns as chat_routes
-    except ImportError:  # the chat app adds its consumer with its issue
-        return []
-    return list(chat_routes)
+websocket_urlpatterns: list[URLPattern | URLResolver] = [*chat_routes]

@@ -78,7 +78,7 @@ ASGI_APPLICATION = "opencompany.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "opencompany" / "templates"],
+        "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -100,10 +100,9 @@ DATABASES = {
 }
 # PostgreSQL connections are kept (60 s) unless DB_CONN_MAX_AGE says otherwise: Channels'
 # database_sync_to_async closes a connection that is not kept after every call, so each websocket frame
-# would reconnect (a chat send measured 18.8 ms that way against 3.6 ms on a kept connection), and the
-# prepared hot statements (opencompany/core/db.py) live with their connection. Health checks stay off
-# by default: they cost a round trip per websocket call (12% of the database threads' time under the
-# chat load bench); without them a connection a server restart broke fails one call and is replaced.
+# would reconnect, and the prepared hot statements (opencompany/core/db.py) live with their connection.
+# Health checks stay off by default: they cost a round trip per websocket call (docs/benchmarks.md);
+# without them a connection a server restart broke fails one call and is replaced.
 DATABASES["default"]["CONN_MAX_AGE"] = _env_int(
     "DB_CONN_MAX_AGE", 60 if DATABASES["default"]["ENGINE"].endswith("postgresql") else 0
 )
@@ -128,8 +127,9 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            # Measured 6.6x faster than the default Redis layer on this kind of machine.
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            # channels_redis's pub/sub layer (events are fire-and-forget: no per-channel lists to keep),
+            # with batch publishing for the per-process event queues (opencompany/core/events.py).
+            "BACKEND": "opencompany.core.layers.BatchPubSubChannelLayer",
             "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("REDIS_PREFIX", "oc")},
         }
     }
@@ -238,8 +238,8 @@ OPENCOMPANY_MEMORY_RECEIPT_DAYS = _env_int("OPENCOMPANY_MEMORY_RECEIPT_DAYS", 30
 OPENCOMPANY_EMBEDDER = os.environ.get("OPENCOMPANY_EMBEDDER", "none")
 OPENCOMPANY_RUN_EXECUTOR = os.environ.get("OPENCOMPANY_RUN_EXECUTOR", "inprocess")
 OPENCOMPANY_RUN_TIMEOUT_S = _env_int("OPENCOMPANY_RUN_TIMEOUT_S", 86_400)
-# Database threads of the in-process run loop (the serving loop has its own). One measured best:
-# more threads contend for the GIL with the serving side (docs/benchmarks.md).
+# Database threads of the in-process run loop (the serving loop has its own). More threads contend
+# for the GIL with the serving side (docs/benchmarks.md).
 OPENCOMPANY_RUN_DB_THREADS = _env_int("OPENCOMPANY_RUN_DB_THREADS", 1)
 # Keep the hand-written hot statements (append, send) prepared per connection; turn off behind a
 # pooler that cannot keep prepared statements (opencompany/core/db.py).
@@ -253,3 +253,6 @@ ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
 DATA_UPLOAD_MAX_MEMORY_SIZE = OPENCOMPANY_MAX_BODY_BYTES
 OPENCOMPANY_RUN_HEARTBEAT_TIMEOUT_S = _env_int("OPENCOMPANY_RUN_HEARTBEAT_TIMEOUT_S", 30)
 OPENCOMPANY_RUN_HEARTBEAT_S = float(os.environ.get("OPENCOMPANY_RUN_HEARTBEAT_S") or 5)
+# Per-socket websocket rate limit: a token bucket refilled at FRAMES_PER_S, holding FRAME_BURST.
+OPENCOMPANY_WS_FRAMES_PER_S = float(os.environ.get("OPENCOMPANY_WS_FRAMES_PER_S") or 10)
+OPENCOMPANY_WS_FRAME_BURST = float(os.environ.get("OPENCOMPANY_WS_FRAME_BURST") or 30)

@@ -1,4 +1,4 @@
-"""Thin DRF views of the owner chat (DESIGN §10): the same operations as the websocket frames.
+"""Thin DRF views of the owner chat: the same operations as the websocket frames.
 
 Every view reaches the chat through `workflow_for_owner`, so another owner's workflow id answers 404
 and changes nothing. Refusals are `ApplicationError`s rendered by the core exception handler.

@@ -1,4 +1,4 @@
-"""Thin DRF views for an owner's agent conversations (DESIGN §10). Every lookup goes through the
+"""Thin DRF views for an owner's agent conversations. Every lookup goes through the
 owner's workflow: another owner's workflow id answers 404 and changes nothing."""
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from conversations.types import ConversationKey
 from graphs.models import Workflow
 from graphs.selectors import current_generation, workflow_for_owner
 from opencompany.core.errors import invalid
-from opencompany.core.pagination import make_cursor, read_cursor
+from opencompany.core.pagination import Ascending
 
-_CURSOR_SALT = "conversation-messages"
+# The cursor holds the last seq returned.
+_CURSOR_SALT = "conversation-messages.after-seq"
 
 _GENERATION = OpenApiParameter("generation", int, description="Defaults to the current generation.")
 
@@ -50,12 +51,14 @@ class ConversationDetailView(APIView):
         query = s.ConversationQueryInput(data=request.query_params)
         query.is_valid(raise_exception=True)
         key = _key(request, workflow, agent_node_id, query.validated_data.get("generation"))
-        bound = [key.workflow_id, key.generation, key.agent_node_id]
-        after = read_cursor(query.validated_data.get("cursor"), salt=_CURSOR_SALT, bound_to=bound) or 0
-        if not isinstance(after, int) or after < 0:
-            raise invalid("The cursor is malformed.")
+        pages = Ascending(
+            field="seq", salt=_CURSOR_SALT, bound_to=[key.workflow_id, key.generation, key.agent_node_id]
+        )
+        last_seq = pages.after(query.validated_data.get("cursor"))
         head = conversation_get(key=key)
-        rows, more = conversation_messages_page(key=key, after_seq=after, limit=query.validated_data["limit"])
+        rows, more = conversation_messages_page(
+            key=key, after_seq=0 if last_seq is None else last_seq + 1, limit=query.validated_data["limit"]
+        )
         body: dict[str, Any] = {
             "workflow_id": key.workflow_id,
             "generation": key.generation,
@@ -66,9 +69,7 @@ class ConversationDetailView(APIView):
             "notes": head.notes if head else [],
             "notes_revision": head.notes_revision if head else 0,
             "messages": rows,
-            "next": make_cursor(salt=_CURSOR_SALT, bound_to=bound, position=rows[-1].seq + 1)
-            if more
-            else None,
+            "next": pages.cursor_after(rows[-1].seq) if more else None,
         }
         return Response(s.ConversationPageOutput(body).data)
 

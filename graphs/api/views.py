@@ -21,7 +21,7 @@ from graphs.selectors import (
 )
 from graphs.specs import node_specs_payload
 from graphs.validate import validate_workflow
-from opencompany.core.pagination import make_cursor, read_cursor
+from opencompany.core.pagination import NewestFirst
 
 PAGE_SIZE = 50
 
@@ -65,24 +65,10 @@ class WorkflowListView(APIView):
         summary="The signed-in owner's workflows (newest first, cursor-paginated)",
     )
     def get(self, request: Request) -> Response:
-        position = read_cursor(request.query_params.get("cursor"), salt="workflows", bound_to=request.user.pk)
-        qs = workflows_of(owner=request.user).order_by("-created_at", "-id")
-        if position:
-            created, last_id = position
-            from django.db.models import Q
-            from django.utils.dateparse import parse_datetime
-
-            when = parse_datetime(created)
-            qs = qs.filter(Q(created_at__lt=when) | Q(created_at=when, id__lt=last_id))
-        page = list(qs[: PAGE_SIZE + 1])
-        nxt = None
-        if len(page) > PAGE_SIZE:
-            page = page[:PAGE_SIZE]
-            last = page[-1]
-            nxt = make_cursor(
-                salt="workflows", bound_to=request.user.pk, position=[last.created_at.isoformat(), last.pk]
-            )
-        return Response({"results": [_summary(w) for w in page], "next": nxt})
+        page = NewestFirst(salt="workflows", bound_to=request.user.pk).page(
+            workflows_of(owner=request.user), cursor=request.query_params.get("cursor"), size=PAGE_SIZE
+        )
+        return Response({"results": [_summary(w) for w in page.rows], "next": page.next_cursor})
 
     @extend_schema(
         request=s.WorkflowCreateInput, responses={201: s.WorkflowSerializer}, summary="Create a workflow"

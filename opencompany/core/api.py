@@ -1,4 +1,4 @@
-"""API kernel: the one exception handler, cursor pagination helpers, the owner-workflow lookup."""
+"""The DRF exception handler: every refusal becomes an `ApplicationError`, rendered by `render_error`."""
 
 from __future__ import annotations
 
@@ -8,89 +8,81 @@ from typing import Any
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions as drf_exceptions
-from rest_framework import status as http
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_default_handler
 
 from opencompany.core import errors
-from opencompany.core.errors import ApplicationError
+from opencompany.core.errors import ApplicationError, render_error
 
 logger = logging.getLogger(__name__)
-
-
-def error_body(code: str, message: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"code": code, "message": message, "extra": extra or {}}
 
 
 def _flatten_detail(detail: Any) -> Any:
     if isinstance(detail, dict):
         return {str(k): _flatten_detail(v) for k, v in detail.items()}
     if isinstance(detail, list):
-        flat = [_flatten_detail(v) for v in detail]
-        if all(isinstance(v, str) for v in flat):
-            return flat
-        return flat
+        return [_flatten_detail(v) for v in detail]
     return str(detail)
 
 
-def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """Render every error as `{"code", "message", "extra"}` with a fitting HTTP status."""
+def _invalid_request(exc: drf_exceptions.ValidationError) -> ApplicationError:
+    fields = _flatten_detail(exc.detail)
+    if not isinstance(fields, dict):
+        fields = {"non_field_errors": fields}
+    first = next(iter(fields), "request")
+    return ApplicationError(
+        errors.INVALID_REQUEST, f"Invalid request: check '{first}'.", {"fields": fields}, status=400
+    )
+
+
+def _wait(exc: Exception) -> float | None:
+    """The seconds a throttled client should wait (DRF's `Throttled.wait`), else None."""
+    return getattr(exc, "wait", None) if isinstance(exc, drf_exceptions.Throttled) else None
+
+
+def application_error_for(exc: Exception) -> ApplicationError | None:
+    """The `ApplicationError` a DRF or Django exception stands for; None for an unexpected one."""
     if isinstance(exc, ApplicationError):
-        return Response(exc.as_dict(), status=exc.status)
+        return exc
     if isinstance(exc, RequestDataTooBig):
-        return Response(
-            error_body(errors.TOO_LARGE, "The request body is too large."),
-            status=http.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-        )
+        return ApplicationError(errors.TOO_LARGE, "The request body is too large.", status=413)
     if isinstance(exc, Http404 | drf_exceptions.NotFound):
-        return Response(error_body(errors.NOT_FOUND, "Not found."), status=http.HTTP_404_NOT_FOUND)
+        return ApplicationError(errors.NOT_FOUND, "Not found.", status=404)
     if isinstance(exc, PermissionDenied):
         exc = drf_exceptions.PermissionDenied()
     if isinstance(exc, drf_exceptions.ValidationError):
-        fields = _flatten_detail(exc.detail)
-        if not isinstance(fields, dict):
-            fields = {"non_field_errors": fields}
-        first = next(iter(fields), "request")
-        return Response(
-            error_body(errors.INVALID_REQUEST, f"Invalid request: check '{first}'.", {"fields": fields}),
-            status=http.HTTP_400_BAD_REQUEST,
-        )
+        return _invalid_request(exc)
     if isinstance(exc, drf_exceptions.ParseError):
-        return Response(
-            error_body(errors.INVALID_REQUEST, f"Malformed request body: {exc.detail}"),
-            status=http.HTTP_400_BAD_REQUEST,
-        )
+        return ApplicationError(errors.INVALID_REQUEST, f"Malformed request body: {exc.detail}", status=400)
     if isinstance(exc, drf_exceptions.UnsupportedMediaType):
-        return Response(
-            error_body(errors.INVALID_REQUEST, str(exc.detail)), status=http.HTTP_415_UNSUPPORTED_MEDIA_TYPE
-        )
+        return ApplicationError(errors.INVALID_REQUEST, str(exc.detail), status=415)
     if isinstance(exc, drf_exceptions.Throttled):
-        wait = getattr(exc, "wait", None)
-        response = Response(
-            error_body(errors.THROTTLED, "Too many requests; slow down.", {"retry_after_s": wait}),
-            status=http.HTTP_429_TOO_MANY_REQUESTS,
+        return ApplicationError(
+            errors.THROTTLED, "Too many requests; slow down.", {"retry_after_s": _wait(exc)}, status=429
         )
-        if wait is not None:
-            response["Retry-After"] = str(int(wait) + 1)
-        return response
     if isinstance(exc, drf_exceptions.NotAuthenticated | drf_exceptions.AuthenticationFailed):
-        default = drf_default_handler(exc, context)
-        status = default.status_code if default is not None else 401
-        out = Response(error_body(errors.NOT_AUTHENTICATED, str(exc.detail)), status=status)
-        if default is not None and "WWW-Authenticate" in default:
-            out["WWW-Authenticate"] = default["WWW-Authenticate"]
-        return out
+        # `status_code` is the view's choice: 401 with a challenge to offer, else 403.
+        return ApplicationError(errors.NOT_AUTHENTICATED, str(exc.detail), status=exc.status_code)
     if isinstance(exc, drf_exceptions.PermissionDenied):
-        return Response(error_body(errors.PERMISSION_DENIED, str(exc.detail)), status=http.HTTP_403_FORBIDDEN)
+        return ApplicationError(errors.PERMISSION_DENIED, str(exc.detail), status=403)
     if isinstance(exc, drf_exceptions.MethodNotAllowed):
-        return Response(
-            error_body(errors.METHOD_NOT_ALLOWED, str(exc.detail)), status=http.HTTP_405_METHOD_NOT_ALLOWED
-        )
+        return ApplicationError(errors.METHOD_NOT_ALLOWED, str(exc.detail), status=405)
     if isinstance(exc, drf_exceptions.APIException):
-        return Response(error_body(exc.default_code or "error", str(exc.detail)), status=exc.status_code)
-    logger.exception("unhandled error in API view %s", type(exc).__name__)
+        return ApplicationError(exc.default_code or "error", str(exc.detail), status=exc.status_code)
     return None
 
 
-def api_error_response(code: str, message: str, status: int, extra: dict[str, Any] | None = None) -> Response:
-    return Response(error_body(code, message, extra), status=status)
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """Render every error as `{"code", "message", "extra"}` with a fitting HTTP status. Unexpected
+    exceptions are logged and left to Django's 500 handler (which renders `internal_error`)."""
+    error = application_error_for(exc)
+    if error is None:
+        logger.exception("unhandled error in API view %s", type(exc).__name__)
+        return None
+    response = Response(render_error(error), status=error.status)
+    wait = _wait(exc)
+    if wait is not None:
+        response["Retry-After"] = str(int(wait) + 1)
+    auth_header = getattr(exc, "auth_header", None)
+    if auth_header:
+        response["WWW-Authenticate"] = auth_header
+    return response

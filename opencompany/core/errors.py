@@ -1,4 +1,8 @@
-"""Domain errors: one exception type, rendered the same by the API and the websocket."""
+"""Errors: one exception type and one renderer.
+
+Domain code raises `ApplicationError`; the DRF exception handler, Django's 404/500 handlers, the body
+size middleware and the websocket error frame all render it with `render_error`.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ _DEFAULT_STATUS = {
     NOT_AUTHENTICATED: 401,
     METHOD_NOT_ALLOWED: 405,
     THROTTLED: 429,
+    INTERNAL_ERROR: 500,
 }
 
 
@@ -44,11 +49,18 @@ class ApplicationError(Exception):
         self.extra = extra or {}
         self.status = status if status is not None else _DEFAULT_STATUS.get(code, 400)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "extra": self.extra}
-
     def __repr__(self) -> str:
         return f"ApplicationError(code={self.code!r}, status={self.status})"
+
+
+def render_error(error: ApplicationError) -> dict[str, Any]:
+    """The one error body every edge sends: `{"code", "message", "extra"}`."""
+    return {"code": error.code, "message": error.message, "extra": error.extra}
+
+
+def internal_error() -> ApplicationError:
+    """What a client sees of an unexpected failure (the failure itself is logged, not shown)."""
+    return ApplicationError(INTERNAL_ERROR, "Something went wrong on our side.", status=500)
 
 
 def not_found(what: str = "object") -> ApplicationError:

@@ -10,11 +10,14 @@ import atexit
 import logging
 import queue
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.db import transaction
+
+from opencompany.core.layers import BatchPubSubChannelLayer
 
 logger = logging.getLogger(__name__)
 
@@ -27,9 +30,10 @@ def chat_group(workflow_id: str) -> str:
     return f"chat.{workflow_id}"
 
 
+type _Event = tuple[str, dict[str, Any]]  # (group, message)
+
 _serving_loop: asyncio.AbstractEventLoop | None = None
-_queues: dict[asyncio.AbstractEventLoop, asyncio.Queue[tuple[str, dict[str, Any]]]] = {}
-_queues_lock = threading.Lock()
+_queues: dict[asyncio.AbstractEventLoop, asyncio.Queue[_Event]] = {}
 
 
 def remember_serving_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -47,7 +51,17 @@ def serving_loop() -> asyncio.AbstractEventLoop | None:
 MAX_BATCH = 256
 
 
-async def _drain_queue(queue: asyncio.Queue[tuple[str, dict[str, Any]]]) -> None:
+async def send_batch(layer: Any, batch: Sequence[_Event]) -> None:
+    """Send `(group, message)` pairs in order: through the layer's batch send when it has one (one
+    round trip per Redis shard), else one `group_send` after another."""
+    if isinstance(layer, BatchPubSubChannelLayer):
+        await layer.group_send_many(batch)
+        return
+    for group, message in batch:
+        await layer.group_send(group, message)
+
+
+async def _drain_queue(queue: asyncio.Queue[_Event]) -> None:
     """Publish queued events in arrival order, everything waiting at once in one batch."""
     while True:
         batch = [await queue.get()]
@@ -56,42 +70,9 @@ async def _drain_queue(queue: asyncio.Queue[tuple[str, dict[str, Any]]]) -> None
         try:
             layer = get_channel_layer()
             if layer is not None:
-                await _publish_batch(layer, batch)
+                await send_batch(layer, batch)
         except Exception:
             logger.exception("event publish failed count=%d", len(batch))
-
-
-async def _publish_batch(layer: Any, batch: list[tuple[str, dict[str, Any]]]) -> None:
-    """Send a batch of group messages in order. On the Redis pub/sub layer the batch is one pipelined
-    round trip per shard (a group always maps to one shard, so each group's order holds); other layers
-    get one `group_send` after another."""
-    loop_layer = _pubsub_loop_layer(layer)
-    if loop_layer is None:
-        for group, message in batch:
-            await layer.group_send(group, message)
-        return
-    shards: dict[int, tuple[Any, list[tuple[str, bytes]]]] = {}
-    for group, message in batch:
-        name = loop_layer._get_group_channel_name(group)
-        shard = loop_layer._get_shard(name)
-        shards.setdefault(id(shard), (shard, []))[1].append((name, layer.serialize(message)))
-    for shard, items in shards.values():
-        shard._ensure_redis()
-        async with shard._redis.pipeline(transaction=False) as pipe:
-            for name, data in items:
-                pipe.publish(name, data)
-            await pipe.execute()
-
-
-def _pubsub_loop_layer(layer: Any) -> Any:
-    """The running loop's `channels_redis` pub/sub layer, or None for any other layer."""
-    try:
-        from channels_redis.pubsub import RedisPubSubChannelLayer
-    except ImportError:  # pragma: no cover - channels-redis is a dependency
-        return None
-    if not isinstance(layer, RedisPubSubChannelLayer):
-        return None
-    return layer._get_layer()
 
 
 def _enqueue(loop: asyncio.AbstractEventLoop, group: str, message: dict[str, Any]) -> None:
@@ -104,22 +85,15 @@ def _enqueue(loop: asyncio.AbstractEventLoop, group: str, message: dict[str, Any
     queue.put_nowait((group, message))
 
 
-class _ThreadPublisher:
-    """The publisher of a process without a serving loop (a script, a command, a worker) on Redis pub/sub:
-    one daemon thread with a blocking Redis client per shard. `put` costs the caller a queue append; the
-    thread sends everything waiting as one pipelined round trip per shard, in arrival order (a group
-    always maps to one shard, so each group's order holds). Measured against an event loop in a thread
-    doing the same with the asyncio client: ~0.1 ms of CPU per event against ~0.25 ms, and about 0.3 ms
-    less added to each write that publishes one (docs/benchmarks.md)."""
+class _PublisherThread:
+    """The publisher of a process without a serving loop (a script, a command, a worker) on the batch
+    layer: one daemon thread sending through the layer's blocking batch send. `put` costs the caller a
+    queue append; the thread sends everything waiting as one batch, in arrival order. A blocking client
+    in a thread costs the writers less CPU than an event loop in one (docs/benchmarks.md)."""
 
-    def __init__(self, layer: Any) -> None:
-        from channels_redis.utils import decode_hosts
-
-        self._layer = layer
-        self._prefix = layer._kwargs.get("prefix", "asgi")
-        self._hosts = decode_hosts(layer._kwargs.get("hosts"))
-        self._clients: dict[int, Any] = {}
-        self._queue: queue.SimpleQueue[tuple[str, dict[str, Any]] | threading.Event] = queue.SimpleQueue()
+    def __init__(self, layer: BatchPubSubChannelLayer) -> None:
+        self.layer = layer
+        self._queue: queue.SimpleQueue[_Event | threading.Event] = queue.SimpleQueue()
         threading.Thread(target=self._serve, name="event-publisher", daemon=True).start()
         atexit.register(self.flush)
 
@@ -144,102 +118,62 @@ class _ThreadPublisher:
             batch = [item for item in waiting if not isinstance(item, threading.Event)]
             try:
                 if batch:
-                    self._send(batch)
+                    self.layer.blocking_group_send_many(batch)
             except Exception:
                 logger.exception("event publish failed count=%d", len(batch))
             for item in waiting:
                 if isinstance(item, threading.Event):
                     item.set()
 
-    def _send(self, batch: list[tuple[str, dict[str, Any]]]) -> None:
-        from channels_redis.utils import _consistent_hash
 
-        shards: dict[int, list[tuple[str, bytes]]] = {}
-        for group, message in batch:
-            name = f"{self._prefix}__group__{group}"  # the pub/sub layer's group channel name
-            shard = _consistent_hash(name, len(self._hosts))
-            shards.setdefault(shard, []).append((name, self._layer.serialize(message)))
-        for shard, items in shards.items():
-            client = self._client(shard)
-            if len(items) == 1:
-                client.publish(*items[0])
-                continue
-            pipe = client.pipeline(transaction=False)
-            for name, data in items:
-                pipe.publish(name, data)
-            pipe.execute()
-
-    def _client(self, shard: int) -> Any:
-        """A blocking client for the shard, configured as channels_redis configures its asyncio one."""
-        client = self._clients.get(shard)
-        if client is None:
-            import redis
-            import redis.sentinel
-
-            host = dict(self._hosts[shard])
-            host.setdefault("socket_timeout", 5)
-            host.setdefault("socket_connect_timeout", 5)
-            if "address" in host:
-                pool = redis.ConnectionPool.from_url(host.pop("address"), **host)
-            elif "master_name" in host:
-                sentinel = redis.sentinel.Sentinel(
-                    host.pop("sentinels"), sentinel_kwargs=host.pop("sentinel_kwargs", None)
-                )
-                pool = redis.sentinel.SentinelConnectionPool(host.pop("master_name"), sentinel, **host)
-            else:
-                pool = redis.ConnectionPool(**host)
-            client = self._clients[shard] = redis.Redis(connection_pool=pool)
-        return client
+_publisher_threads: dict[int, _PublisherThread] = {}
+_publisher_threads_lock = threading.Lock()
 
 
-_thread_publishers: dict[int, _ThreadPublisher] = {}
-
-
-def _thread_publisher(layer: Any) -> _ThreadPublisher | None:
-    """This process's publisher thread for `layer` when it is a Redis pub/sub layer, else None."""
-    try:
-        from channels_redis.pubsub import RedisPubSubChannelLayer
-    except ImportError:  # pragma: no cover - channels-redis is a dependency
+def publisher_thread(layer: Any) -> _PublisherThread | None:
+    """This process's publisher thread for `layer` when it has a blocking batch send, else None."""
+    if not isinstance(layer, BatchPubSubChannelLayer):
         return None
-    if not isinstance(layer, RedisPubSubChannelLayer):
-        return None
-    with _queues_lock:
-        publisher = _thread_publishers.get(id(layer))
-        if publisher is None or publisher._layer is not layer:
-            publisher = _thread_publishers[id(layer)] = _ThreadPublisher(layer)
+    with _publisher_threads_lock:
+        publisher = _publisher_threads.get(id(layer))
+        if publisher is None or publisher.layer is not layer:
+            publisher = _publisher_threads[id(layer)] = _PublisherThread(layer)
         return publisher
+
+
+def _message(type: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "app.event", "event": type, "data": data}
 
 
 def publish_now(group: str, type: str, data: dict[str, Any]) -> None:
     """Send one event to a group; a failing layer is logged, never raised.
 
-    With a network layer (Redis) the event is handed to a publisher queue and this returns at once:
-    the serving loop's in an ASGI process, else a process-wide publisher thread's. One queue per
-    process keeps events in order. The in-memory layer (embedded default, tests) is sent to before this
-    returns.
+    In an ASGI process the event joins the serving loop's publisher queue and this returns at once;
+    elsewhere, on the Redis layer, it joins the process's publisher thread. One queue per process keeps
+    events in order. The in-memory layer (embedded default, tests) is sent to before this returns.
     """
-    message = {"type": "app.event", "event": type, "data": data}
-    loop = serving_loop()
-    if loop is not None:
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is not loop:
-            with _queues_lock:
+    message = _message(type, data)
+    try:
+        loop = serving_loop()
+        if loop is not None:
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                _enqueue(loop, group, message)
+            else:
                 loop.call_soon_threadsafe(_enqueue, loop, group, message)
             return
-    try:
         layer = get_channel_layer()
         if layer is None:
             return
-        if loop is None:
-            publisher = _thread_publisher(layer)
-            if publisher is not None:
-                publisher.put(group, message)
-                return
-            if isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(group):
-                return  # nobody in this process joined the group: nothing to deliver, no loop to spin up
+        publisher = publisher_thread(layer)
+        if publisher is not None:
+            publisher.put(group, message)
+            return
+        if isinstance(layer, InMemoryChannelLayer) and not layer.groups.get(group):
+            return  # nobody in this process joined the group: nothing to deliver, no loop to spin up
         async_to_sync(layer.group_send)(group, message)
     except Exception:
         logger.exception("event publish failed group=%s type=%s", group, type)
@@ -257,7 +191,7 @@ async def apublish_now(group: str, type: str, data: dict[str, Any]) -> None:
         layer = get_channel_layer()
         if layer is None:
             return
-        await layer.group_send(group, {"type": "app.event", "event": type, "data": data})
+        await layer.group_send(group, _message(type, data))
     except Exception:
         logger.exception("event publish failed group=%s type=%s", group, type)
 

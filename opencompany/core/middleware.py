@@ -3,7 +3,10 @@
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
+
+from opencompany.core.errors import TOO_LARGE, ApplicationError
+from opencompany.core.views import error_response
 
 
 class BodySizeLimitMiddleware:
@@ -12,19 +15,19 @@ class BodySizeLimitMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         limit = int(settings.OPENCOMPANY_MAX_BODY_BYTES)
-        # The admin may post larger forms? No: the same limit applies everywhere.
+        # One limit for every path, the admin's forms included.
         raw = request.META.get("CONTENT_LENGTH") or "0"
         try:
             length = int(raw)
         except ValueError:
             length = 0
         if length > limit:
-            return JsonResponse(
-                {
-                    "code": "too_large",
-                    "message": f"The request body is larger than {limit} bytes.",
-                    "extra": {"limit": limit, "length": length},
-                },
-                status=413,
+            return error_response(
+                ApplicationError(
+                    TOO_LARGE,
+                    f"The request body is larger than {limit} bytes.",
+                    {"limit": limit, "length": length},
+                    status=413,
+                )
             )
         return self.get_response(request)

@@ -1,3 +1,5 @@
+"""Views of the kernel: the API token endpoint and Django's 404/500 handlers."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from opencompany.core.errors import ApplicationError
+from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, render_error
 
 
 class AuthTokenInput(serializers.Serializer):
@@ -47,16 +49,20 @@ class AuthTokenView(APIView):
         return Response({"token": token.key})
 
 
+def error_response(error: ApplicationError) -> JsonResponse:
+    """An `ApplicationError` as a plain Django JSON response (outside DRF's views)."""
+    return JsonResponse(render_error(error), status=error.status)
+
+
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """Django's 404 handler: the API's error body under /api/, plain text elsewhere."""
     if request.path.startswith("/api/"):
-        return JsonResponse({"code": "not_found", "message": "Not found.", "extra": {}}, status=404)
+        return error_response(ApplicationError(NOT_FOUND, "Not found.", status=404))
     return HttpResponse("Not found.", status=404, content_type="text/plain")
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's 500 handler: `internal_error` under /api/, plain text elsewhere."""
     if request.path.startswith("/api/"):
-        return JsonResponse(
-            {"code": "internal_error", "message": "Something went wrong on our side.", "extra": {}},
-            status=500,
-        )
+        return error_response(internal_error())
     return HttpResponse("Server error.", status=500, content_type="text/plain")

@@ -1,6 +1,6 @@
 """The agent loop: stream the model, run the tools it asks for, commit every step through a sink.
 
-Commit order per iteration (RFC-0002 §6): the complete assistant message before any of its tools runs;
+Commit order per iteration: the complete assistant message before any of its tools runs;
 each tool result before the next provider request; the final answer (with the run's usage) last. A sink
 failure ends the run at that boundary (``persist_failed``) and nothing more reaches the sink.
 
@@ -125,7 +125,6 @@ class LoopResult:
     messages: list[Message] = field(default_factory=list)
     compactions: int = 0
     compaction_failures: int = 0
-    context_tokens: int = 0
 
 
 class ProviderSummarizer:
@@ -359,7 +358,6 @@ async def run_agent_loop(
                     pressure = last_input + added_bytes // cpt
                 else:
                     pressure = (system_chars + size) // cpt
-                result.context_tokens = pressure
                 if pressure >= policies.compaction_ratio * window:
                     compacted = await _maybe_compact(messages, summarizer, result)
                     if compacted is not None:

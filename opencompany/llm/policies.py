@@ -1,4 +1,4 @@
-"""Transcript policies: pure functions over lists of wire messages (DESIGN §6).
+"""Transcript policies: pure functions over lists of wire messages.
 
 They never modify their input. Each returns the input list object itself when it has nothing to change,
 so callers can cheaply tell (``result is messages``) whether a save is needed.

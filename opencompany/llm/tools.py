@@ -53,6 +53,7 @@ class ToolSpec:
     execute: ToolExecute
 
     def definition(self) -> dict[str, Any]:
+        """The tool as a model sees it: name, description and input schema."""
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 
 
@@ -77,11 +78,6 @@ def register_tool(spec: ToolSpec) -> ToolSpec:
     with _registry_lock:
         _registry[spec.name] = spec
     return spec
-
-
-def unregister_tool(name: str) -> None:
-    with _registry_lock:
-        _registry.pop(name, None)
 
 
 def get_tool(name: str) -> ToolSpec | None:

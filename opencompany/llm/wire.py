@@ -20,9 +20,6 @@ from opencompany.core.json import canonical_json
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 TOOL_STATUSES = frozenset({"ok", "error", "not_run", "interrupted"})
-KNOWN_BLOCK_TYPES = frozenset(
-    {"text", "thinking", "redacted_thinking", "reasoning", "tool_call", "tool_result"}
-)
 
 Message = dict[str, Any]
 Block = dict[str, Any]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from opencompany.core import events
-from opencompany.core.errors import ApplicationError
+from opencompany.core import events as core_events
+from opencompany.core.errors import ApplicationError, render_error
+from opencompany.core.events import publish_now, publish_on_commit
 from opencompany.core.ids import mint_id
 from opencompany.core.pagination import make_cursor, read_cursor
 from opencompany.core.sanitize import blocked_keys_in, is_blocked_key, sanitize_payload
@@ -102,11 +103,8 @@ def test_publish_on_commit_waits_for_commit_and_skips_on_rollback(events):
     events.subscribe("owner.1")
 
     with transaction.atomic():
-        events_mod = events  # readability
-        from opencompany.core.events import publish_on_commit
-
         publish_on_commit("owner.1", "x.updated", {"id": 1})
-        assert events_mod.drain() == []
+        assert events.drain() == []
     assert events.drain() == [{"type": "x.updated", "data": {"id": 1}}]
 
     def rolled_back() -> None:
@@ -125,32 +123,30 @@ def test_a_failing_channel_layer_never_raises_into_the_caller(monkeypatch):
         async def group_send(self, *args, **kwargs):
             raise ConnectionError("redis down")
 
-    monkeypatch.setattr(events, "get_channel_layer", lambda *a, **k: Broken())
+    monkeypatch.setattr(core_events, "get_channel_layer", lambda *a, **k: Broken())
 
     with transaction.atomic():
-        events.publish_on_commit("owner.1", "x", {})
-    events.publish_now("owner.1", "x", {})  # no exception
+        publish_on_commit("owner.1", "x", {})
+    publish_now("owner.1", "x", {})  # no exception
 
 
 def test_in_memory_events_for_a_group_nobody_joined_spin_up_no_loop(events, monkeypatch):
     """Without a serving loop the in-memory layer is sent to through `async_to_sync`, a new event loop
-    per call (~0.5-0.8 ms); an event for a group with no member in this process skips that."""
-    from opencompany.core import events as events_mod
-
+    per call; an event for a group with no member in this process skips that."""
     calls: list[str] = []
-    real = events_mod.async_to_sync
+    real = core_events.async_to_sync
 
     def counting(fn):
         calls.append(getattr(fn, "__name__", "?"))
         return real(fn)
 
-    monkeypatch.setattr(events_mod, "async_to_sync", counting)
-    monkeypatch.setattr(events_mod, "_serving_loop", None)
+    monkeypatch.setattr(core_events, "async_to_sync", counting)
+    monkeypatch.setattr(core_events, "_serving_loop", None)
     events.subscribe("owner.1")
 
-    events_mod.publish_now("owner.2", "x.updated", {"id": 1})  # nobody joined owner.2
+    publish_now("owner.2", "x.updated", {"id": 1})  # nobody joined owner.2
     assert calls == []
-    events_mod.publish_now("owner.1", "x.updated", {"id": 2})
+    publish_now("owner.1", "x.updated", {"id": 2})
     assert calls == ["group_send"]
     assert events.drain() == [{"type": "x.updated", "data": {"id": 2}}]
 
@@ -158,6 +154,10 @@ def test_in_memory_events_for_a_group_nobody_joined_spin_up_no_loop(events, monk
 def test_application_error_defaults():
     err = ApplicationError("version_conflict", "stale", {"current_version": 3}, status=409)
 
-    assert err.as_dict() == {"code": "version_conflict", "message": "stale", "extra": {"current_version": 3}}
+    assert render_error(err) == {
+        "code": "version_conflict",
+        "message": "stale",
+        "extra": {"current_version": 3},
+    }
     assert ApplicationError("not_found", "x").status == 404
     assert ApplicationError("anything_else", "x").status == 400

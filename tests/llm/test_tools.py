@@ -13,11 +13,9 @@ def _noop(context, arguments):
 
 
 @pytest.fixture
-def clean_registry():
-    before = tools.registered_tools()
-    yield
-    for name in set(tools.registered_tools()) - set(before):
-        tools.unregister_tool(name)
+def clean_registry(monkeypatch):
+    """Tools registered by a test live in a copy of the registry, dropped afterwards."""
+    monkeypatch.setattr(tools, "_registry", dict(tools._registry))
 
 
 def test_register_get_and_list_tools(clean_registry):

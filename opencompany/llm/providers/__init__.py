@@ -49,6 +49,7 @@ def get_provider(settings_obj: ModelSettings, *, config: ProviderConfig) -> Prov
     if name == "openai":
         if not config.openai_api_key:
             raise ProviderError(PROVIDER_NOT_CONFIGURED, "No API key is configured for the OpenAI provider.")
+        # Each SDK is imported only when its provider is used: most processes never load either.
         from .openai_provider import OpenAIProvider
 
         return OpenAIProvider(
@@ -59,7 +60,7 @@ def get_provider(settings_obj: ModelSettings, *, config: ProviderConfig) -> Prov
         )
     if not config.anthropic_api_key:
         raise ProviderError(PROVIDER_NOT_CONFIGURED, "No API key is configured for the Anthropic provider.")
-    from .anthropic_provider import AnthropicProvider
+    from .anthropic_provider import AnthropicProvider  # deferred like the OpenAI SDK above
 
     return AnthropicProvider(
         api_key=config.anthropic_api_key, base_url=config.anthropic_base_url, timeout_s=config.timeout_s

@@ -163,13 +163,10 @@ class AnthropicProvider:
         if system:
             params["system"] = system
         if request.tools:
-            params["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-                for t in request.tools
-            ]
+            params["tools"] = [t.definition() for t in request.tools]
         if s.thinking_budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
-        # ``temperature`` is not sent: the Messages API version this SDK speaks no longer takes it.
+        # ``temperature`` is not sent: the Messages API version this SDK speaks does not take it.
         return params
 
     async def stream(self, request: Request) -> AsyncIterator[ProviderEvent]:
