@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from graphs.constants import (
     CONTEXT_INPUT_HANDLE,
@@ -61,8 +60,7 @@ def _handle(edge: Mapping[str, Any], camel: str, snake: str) -> str | None:
     return None if value is None else _as_id(value)
 
 
-@dataclass(frozen=True, slots=True)
-class _Edge:
+class _Edge(NamedTuple):
     id: str
     source: str
     target: str
@@ -70,32 +68,22 @@ class _Edge:
     target_handle: str | None
     source_type: str | None  # None: the source matches no node
     target_type: str | None
-
-    @property
-    def is_legacy_memory(self) -> bool:
-        return self.source_type == MEMORY_NODE_TYPE and self.target_handle == LEGACY_MEMORY_INPUT_HANDLE
-
-    @property
-    def is_team(self) -> bool:
-        return self.target_handle is not None and self.target_handle.startswith(TEAM_HANDLE_PREFIX)
+    team: bool  # the target handle is judged by the teammate rule
+    legacy_memory: bool  # an old Simple Memory continuity edge
 
 
-@dataclass(frozen=True, slots=True)
-class _Node:
-    id: str
-    type: str
-    parameters: Any
+# (id, type, parameters) of each node that wins its id, in node order.
+_Node = tuple[str, str, Any]
 
 
 class _Graph:
-    """The graph as every rule reads it: nodes by id (the first node with an id wins every lookup),
-    edges with their ends resolved, specs looked up once per type."""
+    """The graph as every rule reads it: nodes by id (the first node with an id wins every lookup), edges
+    with their ends resolved and sorted into the groups the rules judge, specs looked up once per type."""
 
     def __init__(self, raw_nodes: list[Any], raw_edges: list[Any]) -> None:
         self.type_of: dict[str, str] = {}
         self.nodes: list[_Node] = []
         self.duplicates: dict[str, int] = {}
-        self._specs: dict[str, NodeSpec | None] = {}
         for raw in raw_nodes:
             if not isinstance(raw, dict):
                 continue
@@ -108,35 +96,61 @@ class _Graph:
             self.type_of[node_id] = node_type
             data = raw.get("data")
             parameters = data.get("parameters", {}) if isinstance(data, dict) else {}
-            self.nodes.append(_Node(node_id, node_type, parameters))
-        type_of = self.type_of
+            self.nodes.append((node_id, node_type, parameters))
+        # The spec of every type a node has (None: not installed); edge ends only ever have these types.
+        self.specs: dict[str | None, NodeSpec | None] = {
+            node_type: get_node_spec(node_type) for node_type in set(self.type_of.values())
+        }
+
+        # Every edge in order, then the groups the rules judge (one edge may sit in several).
         self.edges: list[_Edge] = []
+        self.dangling_edges: list[_Edge] = []  # an end matches no node
+        self.linked_edges: list[_Edge] = []  # both ends match a node
+        self.context_edges: list[_Edge] = []  # judged by the Context rule
+        self.team_edges: list[_Edge] = []
+        self.legacy_memory_edges: list[_Edge] = []
+        edges, dangling, linked = self.edges, self.dangling_edges, self.linked_edges
+        context, team, legacy = self.context_edges, self.team_edges, self.legacy_memory_edges
+        type_of = self.type_of
         for raw in raw_edges:
             if not isinstance(raw, dict):
                 continue
             source = _as_id(raw.get("source"))
             target = _as_id(raw.get("target"))
-            self.edges.append(
-                _Edge(
-                    _as_id(raw.get("id")),
-                    source,
-                    target,
-                    _handle(raw, "sourceHandle", "source_handle"),
-                    _handle(raw, "targetHandle", "target_handle"),
-                    type_of.get(source),
-                    type_of.get(target),
-                )
+            source_handle = _handle(raw, "sourceHandle", "source_handle")
+            target_handle = _handle(raw, "targetHandle", "target_handle")
+            source_type = type_of.get(source)
+            target_type = type_of.get(target)
+            is_team = target_handle is not None and target_handle.startswith(TEAM_HANDLE_PREFIX)
+            is_legacy = source_type == MEMORY_NODE_TYPE and target_handle == LEGACY_MEMORY_INPUT_HANDLE
+            edge = _Edge(
+                _as_id(raw.get("id")),
+                source,
+                target,
+                source_handle,
+                target_handle,
+                source_type,
+                target_type,
+                is_team,
+                is_legacy,
             )
-
-    def spec(self, node_type: str | None) -> NodeSpec | None:
-        if node_type is None:
-            return None
-        if node_type not in self._specs:
-            self._specs[node_type] = get_node_spec(node_type)
-        return self._specs[node_type]
+            edges.append(edge)
+            (dangling if source_type is None or target_type is None else linked).append(edge)
+            # The Context rule judges an edge by either end, also when the other is missing: a Context
+            # edge to nowhere is no valid Context edge.
+            if (
+                source_type == CONTEXT_NODE_TYPE
+                or source_handle == CONTEXT_OUTPUT_HANDLE
+                or target_handle == CONTEXT_INPUT_HANDLE
+            ):
+                context.append(edge)
+            if is_team:
+                team.append(edge)
+            if is_legacy:
+                legacy.append(edge)
 
     def requires_context(self, node_id: str) -> bool:
-        spec = self.spec(self.type_of.get(node_id))
+        spec = self.specs.get(self.type_of.get(node_id))
         return spec is not None and spec.requires_context
 
     def present(self, *candidates: str) -> str | None:
@@ -150,9 +164,7 @@ class _Graph:
     def context_links(self) -> list[tuple[str, str]]:
         """`(context, agent)` for every well-formed Context edge, in edge order."""
         return [
-            (edge.source, edge.target)
-            for edge in self.edges
-            if _is_context_edge(edge) and _is_valid_context_edge(self, edge)
+            (edge.source, edge.target) for edge in self.context_edges if _is_valid_context_edge(self, edge)
         ]
 
 
@@ -171,7 +183,7 @@ def _duplicate_node_ids(graph: _Graph) -> list[Issue]:
 
 def _dangling_edges(graph: _Graph) -> list[Issue]:
     issues: list[Issue] = []
-    for edge in graph.edges:
+    for edge in graph.dangling_edges:
         if edge.source_type is None:
             issues.append(
                 _issue(
@@ -195,16 +207,6 @@ def _dangling_edges(graph: _Graph) -> list[Issue]:
     return issues
 
 
-def _is_context_edge(edge: _Edge) -> bool:
-    """Whether the Context rule judges this edge (also when an end is missing: a Context edge to nowhere
-    is no valid Context edge)."""
-    return (
-        edge.source_type == CONTEXT_NODE_TYPE
-        or edge.source_handle == CONTEXT_OUTPUT_HANDLE
-        or edge.target_handle == CONTEXT_INPUT_HANDLE
-    )
-
-
 def _is_valid_context_edge(graph: _Graph, edge: _Edge) -> bool:
     return (
         edge.source_type == CONTEXT_NODE_TYPE
@@ -223,8 +225,8 @@ def _invalid_context_edges(graph: _Graph) -> list[Issue]:
             f"requiresContext at {CONTEXT_INPUT_HANDLE}",
             edge_id=edge.id,
         )
-        for edge in graph.edges
-        if _is_context_edge(edge) and not _is_valid_context_edge(graph, edge)
+        for edge in graph.context_edges
+        if not _is_valid_context_edge(graph, edge)
     ]
 
 
@@ -257,10 +259,8 @@ def _shared_contexts(graph: _Graph) -> list[Issue]:
 
 def _team_edges(graph: _Graph) -> list[Issue]:
     issues: list[Issue] = []
-    for edge in graph.edges:
-        if not edge.is_team:
-            continue
-        target_spec = graph.spec(edge.target_type)
+    for edge in graph.team_edges:
+        target_spec = graph.specs.get(edge.target_type)
         if edge.target_handle != TEAMMATES_INPUT_HANDLE:
             issues.append(
                 _issue(
@@ -293,9 +293,9 @@ def _team_edges(graph: _Graph) -> list[Issue]:
 
 def _unknown_node_types(graph: _Graph) -> list[Issue]:
     return [
-        _issue(UNKNOWN_NODE_TYPE, node.id, f"Node type '{node.type}' is not installed", node_type=node.type)
-        for node in graph.nodes
-        if graph.spec(node.type) is None
+        _issue(UNKNOWN_NODE_TYPE, node_id, f"Node type '{node_type}' is not installed", node_type=node_type)
+        for node_id, node_type, _ in graph.nodes
+        if graph.specs.get(node_type) is None
     ]
 
 
@@ -306,7 +306,7 @@ def _unknown_ports(graph: _Graph) -> list[Issue]:
     for edge in graph.edges:
         source_type, source_handle = edge.source_type, edge.source_handle
         if source_type is not None and source_handle is not None and source_handle != CONTEXT_OUTPUT_HANDLE:
-            spec = graph.spec(source_type)
+            spec = graph.specs.get(source_type)
             if spec is not None and source_handle not in spec.output_port_names:
                 issues.append(
                     _issue(
@@ -323,10 +323,10 @@ def _unknown_ports(graph: _Graph) -> list[Issue]:
             target_type is not None
             and target_handle is not None
             and target_handle != CONTEXT_INPUT_HANDLE
-            and not edge.is_team
-            and not edge.is_legacy_memory
+            and not edge.team
+            and not edge.legacy_memory
         ):
-            spec = graph.spec(target_type)
+            spec = graph.specs.get(target_type)
             if spec is not None and target_handle not in spec.input_port_names:
                 issues.append(
                     _issue(
@@ -343,14 +343,14 @@ def _unknown_ports(graph: _Graph) -> list[Issue]:
 
 def _invalid_params(graph: _Graph) -> list[Issue]:
     issues: list[Issue] = []
-    for node in graph.nodes:
-        spec = graph.spec(node.type)
+    for node_id, node_type, parameters in graph.nodes:
+        spec = graph.specs.get(node_type)
         if spec is None:
             continue
-        problem = parameter_error(spec, node.parameters)
+        problem = parameter_error(spec, parameters)
         if problem is not None:
             issues.append(
-                _issue(INVALID_PARAM, node.id, problem.message, node_type=node.type, path=problem.path)
+                _issue(INVALID_PARAM, node_id, problem.message, node_type=node_type, path=problem.path)
             )
     return issues
 
@@ -359,10 +359,9 @@ def _cycle(graph: _Graph) -> list[Issue]:
     """Kahn's algorithm over every edge whose two ends exist; one issue naming the nodes it cannot order."""
     indegree = dict.fromkeys(graph.type_of, 0)
     successors: dict[str, list[str]] = {}
-    for edge in graph.edges:
-        if edge.source_type is not None and edge.target_type is not None:
-            successors.setdefault(edge.source, []).append(edge.target)
-            indegree[edge.target] += 1
+    for edge in graph.linked_edges:
+        successors.setdefault(edge.source, []).append(edge.target)
+        indegree[edge.target] += 1
     ready = deque(node_id for node_id, degree in indegree.items() if degree == 0)
     ordered = 0
     while ready:
@@ -387,8 +386,7 @@ def _legacy_memory_edges(graph: _Graph) -> list[Issue]:
             "ordinary Memory tool edge",
             edge_id=edge.id,
         )
-        for edge in graph.edges
-        if edge.is_legacy_memory
+        for edge in graph.legacy_memory_edges
     ]
 
 

@@ -21,7 +21,7 @@ def workflow_deploy(*, workflow: Workflow, actor: Any = None) -> Deployment:
 
     The first deploy admits generation 1; after a Reset the next deploy admits `generation + 1` (a fresh
     mind). Deploying while a generation is live refreshes that generation's snapshot and keeps its
-    conversations (decision: a canvas edit is not a reset).
+    conversations: a canvas edit is not a reset.
     """
     locked = Workflow.objects.select_for_update().get(pk=workflow.pk)
     result = graph_normalize(workflow_id=locked.pk, graph=locked.graph or EMPTY_GRAPH)
