@@ -2,11 +2,13 @@
 
 Each issue is a flat dict `{code, node_id, message, ...extras}`; codes are stable API and `node_id` is the
 node the editor highlights (None for graph-wide issues). Save refuses on the Context-topology codes only
-(`context_only=True`); deploy and import refuse on any error. An agent without a Context is valid.
+(`CONTEXT_TOPOLOGY_CODES`; `context_only=True` computes just those); deploy and import refuse on any
+error. An agent without a Context is valid.
 
-Each rule is a small function over one indexed view of the graph (nodes by id, edge ends resolved); the
-rules run in a fixed order, which is the order of the issues. Indexing is one pass over nodes and one over
-edges, each rule one more pass, the cycle check Kahn's algorithm: linear in nodes + edges.
+Each rule is a small function over one indexed view of the graph (nodes by id, edge ends resolved, edges
+sorted into the groups the rules judge); the rules run in a fixed order, which is the order of the issues.
+Indexing is one pass over nodes and one over edges, each rule one pass over the nodes or its edges, the
+cycle check Kahn's algorithm: linear in nodes + edges.
 """
 
 from __future__ import annotations
