@@ -702,12 +702,17 @@ def _many_edges(count, edge_id=None):
 
 
 def _normalize_and_validate_timed(graph):
+    """The fastest of three runs (a busy machine's scheduler should not decide a test about growth),
+    with the result and report of the last one."""
     # Warm the spec registry and the compiled parameter checks, which every process pays once.
     validate_workflow(normalize_workflow_graph("9", _many_edges(2)).graph)
-    started = time.perf_counter()
-    result = normalize_workflow_graph("9", graph)
-    report = validate_workflow(result.graph)
-    return time.perf_counter() - started, result, report
+    timings = []
+    for _ in range(3):
+        started = time.perf_counter()
+        result = normalize_workflow_graph("9", graph)
+        report = validate_workflow(result.graph)
+        timings.append(time.perf_counter() - started)
+    return min(timings), result, report
 
 
 def test_twenty_thousand_edges_without_ids_normalize_and_validate_in_under_a_second():
