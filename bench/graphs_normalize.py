@@ -3,7 +3,8 @@
 Graphs are generated from a fixed seed: one chat trigger, teams (a lead and 2-6 teammates, chained), every
 agent with its Context, a workflow-wide Memory, a Memory per team and some personal Memories, agent
 parameters, a few nodes the client just added (non-canonical ids) and a few legacy `input-memory` edges.
-Sizes are run interleaved so drift (thermal, other load) spreads over all of them.
+Sizes are run interleaved so drift (thermal, other load) spreads over all of them. A second table times
+the id-assignment edge cases: 20,000 edges (the default edge cap) without ids, and 20,000 sharing one id.
 
 Run: .venv/bin/python bench/graphs_normalize.py [--runs N]
 Pure Python: no database, no Django settings.
@@ -27,6 +28,7 @@ from graphs.normalize import normalize_workflow_graph  # noqa: E402
 from graphs.validate import validate_workflow  # noqa: E402
 
 SIZES = (10, 100, 1_000, 5_000)
+EDGE_CASE_EDGES = 20_000
 WORKFLOW_ID = "4711"
 TARGET_MS_AT_1K = 20.0
 
@@ -116,6 +118,26 @@ def build_graph(size: int, seed: int = 20_260_101) -> dict[str, Any]:
     return {"graphVersion": 2, "nodes": kept, "edges": edges}
 
 
+def build_edge_case(edge_id: str | None, edges: int = EDGE_CASE_EDGES) -> dict[str, Any]:
+    """A trigger and an agent joined by `edges` parallel edges, all without an id or all with `edge_id`."""
+    edge: dict[str, Any] = {
+        "source": "t",
+        "target": "a",
+        "sourceHandle": "output-main",
+        "targetHandle": "input-main",
+    }
+    if edge_id is not None:
+        edge["id"] = edge_id
+    return {
+        "graphVersion": 2,
+        "nodes": [
+            {"id": "t", "type": "chatTrigger", "position": {"x": 0, "y": 0}, "data": {}},
+            {"id": "a", "type": "aiAgent", "position": {"x": 300, "y": 0}, "data": {}},
+        ],
+        "edges": [dict(edge) for _ in range(edges)],
+    }
+
+
 def run_once(graph: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     started = time.perf_counter()
     result = normalize_workflow_graph(WORKFLOW_ID, graph)
@@ -165,6 +187,26 @@ def main() -> None:
             f"{median / size * 1000:.2f} | {growth} |"
         )
         previous = size
+
+    edge_cases = {
+        "edges without ids": build_edge_case(None),
+        "edges sharing one id": build_edge_case("shared"),
+    }
+    edge_timings: dict[str, list[float]] = {name: [] for name in edge_cases}
+    for _ in range(runs):
+        for name, graph in edge_cases.items():
+            elapsed, report = run_once(graph)
+            if report["errors"]:
+                raise SystemExit(f"edge case '{name}' is invalid: {report['errors'][:3]}")
+            edge_timings[name].append(elapsed)
+    print()
+    print("| id assignment edge case | edges | median ms | p95 ms |")
+    print("|---|---:|---:|---:|")
+    for name, values in edge_timings.items():
+        print(
+            f"| {name} | {EDGE_CASE_EDGES:,} | {statistics.median(values):.2f} | "
+            f"{percentile(values, 0.95):.2f} |"
+        )
 
     at_1k = medians[1_000]
     growth_5k = medians[5_000] / at_1k

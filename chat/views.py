@@ -6,7 +6,7 @@ or the DRF API, called by the ES modules under `chat/static/chat/`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Max
@@ -16,8 +16,11 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 
 from chat.executor.prepare import _agent_for_trigger, _wired
 from graphs.models import Deployment, Workflow
-from graphs.selectors import latest_deployment, live_deployment, workflow_for_owner, workflows_of
+from graphs.selectors import live_deployment, workflow_for_owner, workflows_of, workflows_with_state
 from opencompany.core.errors import ApplicationError
+
+if TYPE_CHECKING:
+    from graphs.selectors import WorkflowWithState
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 
@@ -50,25 +53,22 @@ def _wiring(deployment: Deployment | None) -> dict[str, Any]:
 @ensure_csrf_cookie
 def workflow_list(request: HttpRequest) -> HttpResponse:
     """The owner's workflows; an owner with exactly one lands straight on its chat."""
-    workflows = list(
-        workflows_of(owner=request.user)
+    workflows: list[WorkflowWithState] = list(
+        workflows_with_state(queryset=workflows_of(owner=request.user))
         .annotate(last_message=Max("chat_thread__messages__created_at"))
         .order_by("-updated_at", "id")
     )
     if len(workflows) == 1 and request.GET.get("all") != "1":
         return redirect("chat:chat", workflow_id=workflows[0].pk)
-    rows = []
-    for workflow in workflows:
-        deployment = latest_deployment(workflow=workflow)
-        activity = max(filter(None, [workflow.updated_at, workflow.last_message]))  # type: ignore[attr-defined]
-        rows.append(
-            {
-                "workflow": workflow,
-                "generation": deployment.generation if deployment else 0,
-                "state": deployment.state if deployment else "draft",
-                "activity": activity,
-            }
-        )
+    rows = [
+        {
+            "workflow": workflow,
+            "generation": workflow.current_generation,
+            "state": workflow.current_state,
+            "activity": max(filter(None, [workflow.updated_at, workflow.last_message])),  # type: ignore[attr-defined]
+        }
+        for workflow in workflows
+    ]
     return render(request, "chat/workflows.html", {"rows": rows})
 
 

@@ -17,18 +17,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphs.constants import (
+    CONTEXT_INPUT_HANDLE,
+    CONTEXT_NODE_TYPE,
+    CONTEXT_OUTPUT_HANDLE,
+    GRAPH_VERSION,
+    LEGACY_MEMORY_INPUT_HANDLE,
+    LEGACY_PARTIAL_ARTIFACT,
+    MEMORY_NODE_TYPE,
+    TOOL_OUTPUT_HANDLE,
+    TOOLS_INPUT_HANDLE,
+)
 from opencompany.core.sanitize import sanitize_payload
 
 NORMALIZATION_VERSION = 1
-GRAPH_VERSION = 2
-
-MEMORY_TYPE = "simpleMemory"
-CONTEXT_TYPE = "context"
-LEGACY_MEMORY_HANDLE = "input-memory"
-TOOL_OUTPUT_HANDLE = "output-tool"
-TOOL_INPUT_HANDLE = "input-tools"
-CONTEXT_OUTPUT_HANDLE = "output-context"
-CONTEXT_INPUT_HANDLE = "input-context"
 CONTEXT_OFFSET_X = 360
 
 _NODE_DATA_KEYS = ("label", "disabled", "condition", "parameters")
@@ -93,43 +95,56 @@ def _position(value: Any) -> dict[str, int | float]:
     return position
 
 
-def _fresh_edge_id(edge: Mapping[str, Any], taken: set[str]) -> str:
-    base = "e-{}-{}-{}-{}".format(
-        edge.get("source", ""),
-        edge.get("sourceHandle") or "",
-        edge.get("target", ""),
-        edge.get("targetHandle") or "",
-    )
-    return _unique(base, taken, "-")
+class _IdAllocator:
+    """Hands out ids no one holds yet: `base`, else `base<sep>2`, `base<sep>3`, … (the first free one).
+
+    Remembers, per base, the last suffix it handed out: every suffix below it is taken for good (taken
+    only grows), so the next request for that base resumes there instead of probing from 2 again. That
+    keeps id assignment linear in the number of ids however many of them share a base.
+    """
+
+    def __init__(self, taken: set[str] | None = None) -> None:
+        self.taken: set[str] = set() if taken is None else taken
+        self._next_suffix: dict[tuple[str, str], int] = {}
+
+    def claim(self, candidate: str) -> bool:
+        """Take `candidate` if it is free; False if someone already holds it."""
+        if candidate in self.taken:
+            return False
+        self.taken.add(candidate)
+        return True
+
+    def fresh(self, base: str, separator: str) -> str:
+        key = (base, separator)
+        suffix = self._next_suffix.get(key, 1)
+        candidate = base if suffix == 1 else f"{base}{separator}{suffix}"
+        while candidate in self.taken:
+            suffix += 1
+            candidate = f"{base}{separator}{suffix}"
+        self._next_suffix[key] = suffix
+        self.taken.add(candidate)
+        return candidate
 
 
-def _unique(base: str, taken: set[str], separator: str) -> str:
-    candidate, suffix = base, 1
-    while candidate in taken:
-        suffix += 1
-        candidate = f"{base}{separator}{suffix}"
-    taken.add(candidate)
-    return candidate
+def _edge_id_base(edge: Mapping[str, Any]) -> str:
+    source_handle = edge.get("sourceHandle") or ""
+    target_handle = edge.get("targetHandle") or ""
+    return f"e-{edge.get('source', '')}-{source_handle}-{edge.get('target', '')}-{target_handle}"
 
 
-def _ensure_edge_ids(edges: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Give every edge whose id is missing or already used a fresh deterministic one (copies, inputs untouched)."""
-    taken: set[str] = set()
-    needs_id: list[int] = []
-    for index, edge in enumerate(edges):
+def _ensure_edge_ids(edges: list[dict[str, Any]]) -> None:
+    """Give every edge whose id is missing or already used a fresh deterministic one.
+
+    Rewrites the given edge dicts, which the caller owns (never the caller's input).
+    """
+    ids = _IdAllocator()
+    needs_id: list[dict[str, Any]] = []
+    for edge in edges:
         edge_id = _as_id(edge.get("id"))
-        if edge_id and edge_id not in taken:
-            taken.add(edge_id)
-        else:
-            needs_id.append(index)
-    if not needs_id:
-        return edges
-    result = list(edges)
-    for index in needs_id:
-        edge = dict(edges[index])
-        edge["id"] = _fresh_edge_id(edge, taken)
-        result[index] = edge
-    return result
+        if not (edge_id and ids.claim(edge_id)):
+            needs_id.append(edge)
+    for edge in needs_id:
+        edge["id"] = ids.fresh(_edge_id_base(edge), "-")
 
 
 # --- canonical ids --------------------------------------------------------------------------------------
@@ -159,7 +174,8 @@ def canonicalize_ids(
     out_nodes = [dict(node) for node in nodes]
     out_edges = [dict(edge) for edge in edges]
     aliases = _canonicalize_in_place(workflow_id, out_nodes, out_edges)
-    return out_nodes, _ensure_edge_ids(out_edges), aliases
+    _ensure_edge_ids(out_edges)
+    return out_nodes, out_edges, aliases
 
 
 def _canonicalize_in_place(
@@ -250,7 +266,7 @@ def _shape_node(raw: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
                     data[key] = parameters
                 else:
                     data[key] = _json_copy(raw_data[key])
-        if node_type == CONTEXT_TYPE:
+        if node_type == CONTEXT_NODE_TYPE:
             for key in _CONTEXT_DATA_KEYS:
                 if key in raw_data:
                     data[key] = _json_copy(raw_data[key])
@@ -294,37 +310,36 @@ def _rewrite_legacy_memory(
     for node in nodes:
         first_by_id.setdefault(node["id"], node)
 
-    legacy_by_agent: dict[str, list[str]] = {}
+    # agent id -> its legacy memories in edge order (a dict keeps the order and dedupes in O(1)).
+    legacy_by_agent: dict[str, dict[str, None]] = {}
     kept_edges: list[dict[str, Any]] = []
     for edge in edges:
         source = first_by_id.get(edge["source"])
         if (
             source is not None
-            and source["type"] == MEMORY_TYPE
-            and edge.get("targetHandle") == LEGACY_MEMORY_HANDLE
+            and source["type"] == MEMORY_NODE_TYPE
+            and edge.get("targetHandle") == LEGACY_MEMORY_INPUT_HANDLE
             and edge["target"] in first_by_id
         ):
-            memories = legacy_by_agent.setdefault(edge["target"], [])
-            if edge["source"] not in memories:
-                memories.append(edge["source"])
+            legacy_by_agent.setdefault(edge["target"], {})[edge["source"]] = None
         else:
             kept_edges.append(edge)
     if not legacy_by_agent:
         return nodes, edges, []
 
-    edge_ids = {edge["id"] for edge in kept_edges}
-    node_ids = set(first_by_id)
+    edge_ids = _IdAllocator({edge["id"] for edge in kept_edges})
+    node_ids = _IdAllocator(set(first_by_id))
     tool_pairs = {
         (edge["source"], edge["target"])
         for edge in kept_edges
-        if edge.get("targetHandle") == TOOL_INPUT_HANDLE
+        if edge.get("targetHandle") == TOOLS_INPUT_HANDLE
     }
     context_of: dict[str, str] = {}
     for edge in kept_edges:
         source = first_by_id.get(edge["source"])
         if (
             source is not None
-            and source["type"] == CONTEXT_TYPE
+            and source["type"] == CONTEXT_NODE_TYPE
             and edge.get("sourceHandle") == CONTEXT_OUTPUT_HANDLE
             and edge.get("targetHandle") == CONTEXT_INPUT_HANDLE
         ):
@@ -339,28 +354,28 @@ def _rewrite_legacy_memory(
                 tool_pairs.add((memory_id, agent_id))
                 new_edges.append(
                     {
-                        "id": _unique(f"memory-tool-{memory_id}-{agent_id}".replace(":", "-"), edge_ids, "-"),
+                        "id": edge_ids.fresh(f"memory-tool-{memory_id}-{agent_id}".replace(":", "-"), "-"),
                         "source": memory_id,
                         "target": agent_id,
                         "sourceHandle": TOOL_OUTPUT_HANDLE,
-                        "targetHandle": TOOL_INPUT_HANDLE,
+                        "targetHandle": TOOLS_INPUT_HANDLE,
                     }
                 )
         context_id = context_of.get(agent_id)
         if context_id is None:
             agent_position = first_by_id[agent_id]["position"]
-            context_id = _unique(f"__context__:{ordinal}:{agent_id}", node_ids, ":")
+            context_id = node_ids.fresh(f"__context__:{ordinal}:{agent_id}", ":")
             new_nodes.append(
                 {
                     "id": context_id,
-                    "type": CONTEXT_TYPE,
+                    "type": CONTEXT_NODE_TYPE,
                     "position": {"x": agent_position["x"] - CONTEXT_OFFSET_X, "y": agent_position["y"]},
                     "data": {"label": "Context"},
                 }
             )
             new_edges.append(
                 {
-                    "id": _unique(f"context-{context_id}-{agent_id}".replace(":", "-"), edge_ids, "-"),
+                    "id": edge_ids.fresh(f"context-{context_id}-{agent_id}".replace(":", "-"), "-"),
                     "source": context_id,
                     "target": agent_id,
                     "sourceHandle": CONTEXT_OUTPUT_HANDLE,
@@ -402,7 +417,8 @@ def normalize_workflow_graph(workflow_id: str, graph: Any) -> NormalizationResul
             if node["id"] not in legacy_content:
                 legacy_content[node["id"]] = content
             nodes.append(node)
-    edges = _ensure_edge_ids([_shape_edge(raw) for raw in raw_edges if isinstance(raw, dict)])
+    edges = [_shape_edge(raw) for raw in raw_edges if isinstance(raw, dict)]
+    _ensure_edge_ids(edges)
 
     nodes, edges, pairs = _rewrite_legacy_memory(nodes, edges)
 
@@ -421,7 +437,7 @@ def normalize_workflow_graph(workflow_id: str, graph: Any) -> NormalizationResul
         if isinstance(markdown, str) and markdown:
             artifacts.append(
                 {
-                    "kind": "legacy_partial",
+                    "kind": LEGACY_PARTIAL_ARTIFACT,
                     "memory_node_id": memory_id,
                     "agent_node_id": agent_id,
                     "context_node_id": context_id,

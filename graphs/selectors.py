@@ -2,16 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from graphs.models import ContextArchiveOutbox, Deployment, Workflow
 from opencompany.core.errors import not_found
 
+DRAFT_STATE = "draft"
+
+
+class DeploymentState(TypedDict):
+    current_generation: int
+    current_state: str
+
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+    # A workflow read through `workflows_with_state` (a typing name only).
+    WorkflowWithState = WithAnnotations[Workflow, DeploymentState]
+
 
 def workflows_of(*, owner: Any) -> QuerySet[Workflow]:
     return Workflow.objects.filter(owner=owner)
+
+
+def workflows_with_state(*, queryset: QuerySet[Workflow]) -> QuerySet[WorkflowWithState]:
+    """`queryset` with each workflow's `current_generation` (0 when never deployed) and `current_state`
+    (`draft`, `live` or `reset`) taken from its latest deployment, in the same query."""
+    latest = Deployment.objects.filter(workflow=OuterRef("pk")).order_by("-generation")
+    return queryset.annotate(
+        current_generation=Coalesce(Subquery(latest.values("generation")[:1]), Value(0)),
+        current_state=Coalesce(Subquery(latest.values("state")[:1]), Value(DRAFT_STATE)),
+    )
 
 
 def workflow_for_owner(*, owner: Any, workflow_id: str) -> Workflow:
@@ -43,7 +68,7 @@ def current_generation(*, workflow: Workflow | str) -> int:
 def workflow_state(*, workflow: Workflow) -> str:
     """`draft` (never deployed), `live` or `reset`."""
     deployment = latest_deployment(workflow=workflow)
-    return deployment.state if deployment else "draft"
+    return deployment.state if deployment else DRAFT_STATE
 
 
 def nodes_of_type(*, graph: dict[str, Any], node_type: str) -> list[dict[str, Any]]:

@@ -17,14 +17,39 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from graphs.constants import (
+    AGENT_NODE_TYPE,
+    CHAT_TRIGGER_NODE_TYPE,
+    CONTEXT_INPUT_HANDLE,
+    CONTEXT_NODE_TYPE,
+    CONTEXT_OUTPUT_HANDLE,
+    CONTEXT_ROLE,
+    INPUT,
+    MAIN_INPUT_HANDLE,
+    MAIN_OUTPUT_HANDLE,
+    MAIN_ROLE,
+    MEMORY_NODE_TYPE,
+    OUTPUT,
+    PORT_DIRECTIONS,
+    SKILL_INPUT_HANDLE,
+    SKILL_ROLE,
+    TASK_INPUT_HANDLE,
+    TASK_ROLE,
+    TEAM_LEAD_NODE_TYPE,
+    TEAMMATES_INPUT_HANDLE,
+    TEAMMATES_ROLE,
+    TOOL_OUTPUT_HANDLE,
+    TOOLS_INPUT_HANDLE,
+    TOOLS_ROLE,
+    TOP_OUTPUT_HANDLE,
+    PortDirection,
+)
 from opencompany.core.json import canonical_json
-
-PortDirection = Literal["input", "output"]
 
 
 def _empty_parameters_schema() -> dict[str, Any]:
@@ -60,11 +85,11 @@ class NodeSpec:
 
     @cached_property
     def input_port_names(self) -> frozenset[str]:
-        return frozenset(port.name for port in self.ports if port.direction == "input")
+        return frozenset(port.name for port in self.ports if port.direction == INPUT)
 
     @cached_property
     def output_port_names(self) -> frozenset[str]:
-        return frozenset(port.name for port in self.ports if port.direction == "output")
+        return frozenset(port.name for port in self.ports if port.direction == OUTPUT)
 
     def to_wire(self) -> dict[str, Any]:
         """The camelCase shape served at `GET /api/v1/node-specs`."""
@@ -124,7 +149,7 @@ def _check_spec(spec: NodeSpec) -> None:
         )
     seen: set[tuple[str, str]] = set()
     for port in spec.ports:
-        if port.direction not in ("input", "output"):
+        if port.direction not in PORT_DIRECTIONS:
             raise ValueError(f"Node type '{spec.type}': port '{port.name}' has direction '{port.direction}'")
         key = (port.name, port.direction)
         if key in seen:
@@ -247,7 +272,7 @@ def _compile_property(schema: Mapping[str, Any]) -> Callable[[Any], bool] | None
 def _compile_fast_check(schema: Mapping[str, Any]) -> Callable[[Any], bool] | None:
     """Compile the flat object schemas node parameters use into plain Python checks.
 
-    jsonschema costs tens of microseconds per instance, too slow for thousand-node graphs. The compiled
+    Running jsonschema on every node would dominate the validation of large graphs. The compiled
     check is conservative: True means jsonschema would accept too; False means "ask jsonschema", which
     stays the authority for every rejection and its message.
     """
@@ -326,27 +351,27 @@ _AGENT_PARAMETERS: dict[str, Any] = {
 }
 
 _AGENT_PORTS: tuple[Port, ...] = (
-    Port("input-main", "input", "Input", "main"),
-    Port("input-tools", "input", "Tools", "tools"),
-    Port("input-context", "input", "Context", "context"),
-    Port("input-skill", "input", "Skills", "skill"),
-    Port("input-task", "input", "Task", "task"),
-    Port("output-main", "output", "Output", "main"),
-    Port("output-top", "output", "Output", "main"),
+    Port(MAIN_INPUT_HANDLE, INPUT, "Input", MAIN_ROLE),
+    Port(TOOLS_INPUT_HANDLE, INPUT, "Tools", TOOLS_ROLE),
+    Port(CONTEXT_INPUT_HANDLE, INPUT, "Context", CONTEXT_ROLE),
+    Port(SKILL_INPUT_HANDLE, INPUT, "Skills", SKILL_ROLE),
+    Port(TASK_INPUT_HANDLE, INPUT, "Task", TASK_ROLE),
+    Port(MAIN_OUTPUT_HANDLE, OUTPUT, "Output", MAIN_ROLE),
+    Port(TOP_OUTPUT_HANDLE, OUTPUT, "Output", MAIN_ROLE),
 )
 
 
 def _builtin_specs() -> list[NodeSpec]:
     return [
         NodeSpec(
-            type="chatTrigger",
+            type=CHAT_TRIGGER_NODE_TYPE,
             display_name="Chat Trigger",
             description="Starts the workflow when the owner sends a chat message.",
             group=("trigger",),
-            ports=(Port("output-main", "output", "Message", "main"),),
+            ports=(Port(MAIN_OUTPUT_HANDLE, OUTPUT, "Message", MAIN_ROLE),),
         ),
         NodeSpec(
-            type="aiAgent",
+            type=AGENT_NODE_TYPE,
             display_name="AI Agent",
             description="A language-model agent; continues its Context conversation every time it fires.",
             group=("agent",),
@@ -355,31 +380,31 @@ def _builtin_specs() -> list[NodeSpec]:
             parameters_schema=_AGENT_PARAMETERS,
         ),
         NodeSpec(
-            type="teamLead",
+            type=TEAM_LEAD_NODE_TYPE,
             display_name="Team Lead",
             description="An agent that can delegate work to teammate agents.",
             group=("agent",),
-            ports=(*_AGENT_PORTS, Port("input-teammates", "input", "Teammates", "teammates")),
+            ports=(*_AGENT_PORTS, Port(TEAMMATES_INPUT_HANDLE, INPUT, "Teammates", TEAMMATES_ROLE)),
             requires_context=True,
             accepts_teammates=True,
             parameters_schema=_AGENT_PARAMETERS,
         ),
         NodeSpec(
-            type="context",
+            type=CONTEXT_NODE_TYPE,
             display_name="Context",
             description="The durable conversation of the agent it is connected to.",
             group=("memory",),
-            ports=(Port("output-context", "output", "Context", "context"),),
+            ports=(Port(CONTEXT_OUTPUT_HANDLE, OUTPUT, "Context", CONTEXT_ROLE),),
             is_context_panel=True,
             system_managed=True,
             version=2,
         ),
         NodeSpec(
-            type="simpleMemory",
+            type=MEMORY_NODE_TYPE,
             display_name="Memory",
             description="Facts the agent chooses to remember and recall, offered as the `memory` tool.",
             group=("tool", "memory"),
-            ports=(Port("output-tool", "output", "Memory", "tools"),),
+            ports=(Port(TOOL_OUTPUT_HANDLE, OUTPUT, "Memory", TOOLS_ROLE),),
             tool_name="memory",
             parameters_schema={
                 "type": "object",

@@ -12,11 +12,10 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from graphs.constants import MEMORY_NODE_TYPE
 from graphs.models import Workflow
 from graphs.selectors import latest_deployment, node_in_graph
 from opencompany.core.errors import NOT_FOUND, ApplicationError
-
-MEMORY_NODE_TYPE = "simpleMemory"
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from graphs.constants import AGENT_NODE_TYPE
+
 
 class GraphField(serializers.JSONField):
     """A graph object `{graphVersion, nodes, edges}`; shape is checked by the normalizer."""
@@ -37,7 +39,7 @@ class ImportInput(serializers.Serializer):
 
 
 class SubagentInput(serializers.Serializer):
-    type = serializers.CharField(max_length=64, required=False, default="aiAgent")
+    type = serializers.CharField(max_length=64, required=False, default=AGENT_NODE_TYPE)
     label = serializers.CharField(max_length=200, required=False, allow_blank=True)  # type: ignore[assignment]
 
 

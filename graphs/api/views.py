@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
@@ -14,35 +14,48 @@ from graphs import services
 from graphs.api import serializers as s
 from graphs.models import Workflow
 from graphs.selectors import (
+    DRAFT_STATE,
     latest_deployment,
     pending_archives_count,
     workflow_for_owner,
     workflows_of,
+    workflows_with_state,
 )
 from graphs.specs import node_specs_payload
 from graphs.validate import validate_workflow
 from opencompany.core.pagination import NewestFirst
 
+if TYPE_CHECKING:
+    from graphs.selectors import WorkflowWithState
+
 PAGE_SIZE = 50
 
 
-def _summary(workflow: Workflow) -> dict[str, Any]:
-    deployment = latest_deployment(workflow=workflow)
+def _summary(workflow: Workflow, *, generation: int, state: str) -> dict[str, Any]:
     return {
         "id": workflow.pk,
         "name": workflow.name,
         "revision": workflow.revision,
-        "generation": deployment.generation if deployment else 0,
-        "state": deployment.state if deployment else "draft",
+        "generation": generation,
+        "state": state,
         "created_at": workflow.created_at,
         "updated_at": workflow.updated_at,
     }
 
 
+def _list_summary(workflow: WorkflowWithState) -> dict[str, Any]:
+    return _summary(workflow, generation=workflow.current_generation, state=workflow.current_state)
+
+
 def render_workflow(write: services.GraphWrite) -> dict[str, Any]:
     workflow = write.workflow
+    deployment = latest_deployment(workflow=workflow)
     return {
-        **_summary(workflow),
+        **_summary(
+            workflow,
+            generation=deployment.generation if deployment else 0,
+            state=deployment.state if deployment else DRAFT_STATE,
+        ),
         "graph": workflow.graph,
         "warnings": write.warnings,
         "aliases": write.aliases,
@@ -66,9 +79,11 @@ class WorkflowListView(APIView):
     )
     def get(self, request: Request) -> Response:
         page = NewestFirst(salt="workflows", bound_to=request.user.pk).page(
-            workflows_of(owner=request.user), cursor=request.query_params.get("cursor"), size=PAGE_SIZE
+            workflows_with_state(queryset=workflows_of(owner=request.user)),
+            cursor=request.query_params.get("cursor"),
+            size=PAGE_SIZE,
         )
-        return Response({"results": [_summary(w) for w in page.rows], "next": page.next_cursor})
+        return Response({"results": [_list_summary(w) for w in page.rows], "next": page.next_cursor})
 
     @extend_schema(
         request=s.WorkflowCreateInput, responses={201: s.WorkflowSerializer}, summary="Create a workflow"

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from graphs import services
 from graphs.models import ContextArchiveOutbox, Deployment, Workflow
 from opencompany.core.sanitize import blocked_keys_in
 from tests.conftest import demo_graph, node_id
@@ -416,3 +417,123 @@ def test_docs_page_and_schema_are_served(api_client, client, owner):
     client.force_login(owner)
     assert client.get("/api/docs/").status_code == 200
     assert client.get("/api/schema/").status_code == 200
+
+
+# --- limits and scale -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("edge_id", [None, "shared"])
+def test_validate_answers_twenty_thousand_edges_without_ids_or_sharing_one(api_client, workflow, edge_id):
+    edge = (
+        {"source": "t", "target": "a"} if edge_id is None else {"id": edge_id, "source": "t", "target": "a"}
+    )
+    edges = [dict(edge) for _ in range(19_999)]
+    edges.append({"source": "t", "target": "ghost"})
+    graph = {
+        "nodes": [
+            {"id": "t", "type": "chatTrigger", "data": {}},
+            {"id": "a", "type": "aiAgent", "data": {}},
+        ],
+        "edges": edges,
+    }
+
+    response = api_client.post(f"/api/v1/workflows/{workflow.pk}/validate", {"graph": graph}, format="json")
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "errors": [
+            {
+                "code": "dangling_edge",
+                "node_id": None,
+                "message": "Edge target 'ghost' does not match any node",
+                "edge_id": "e-t--ghost-",
+                "end": "target",
+            }
+        ],
+        "warnings": [],
+    }
+
+
+def _send(api_client, workflow, entry, graph):
+    if entry == "validate":
+        return api_client.post(f"/api/v1/workflows/{workflow.pk}/validate", {"graph": graph}, format="json")
+    if entry == "create":
+        return api_client.post("/api/v1/workflows", {"name": "new", "graph": graph}, format="json")
+    if entry == "import":
+        return api_client.post("/api/v1/workflows/import", {"name": "new", "graph": graph}, format="json")
+    return api_client.put(
+        f"/api/v1/workflows/{workflow.pk}",
+        {"graph": graph, "expected_revision": workflow.revision},
+        format="json",
+    )
+
+
+@pytest.mark.parametrize("entry", ["validate", "create", "save", "import"])
+def test_every_entry_point_refuses_a_graph_over_the_edge_cap_and_writes_nothing(
+    api_client, workflow, settings, entry
+):
+    graph = demo_graph()
+    nodes, edges = len(graph["nodes"]), len(graph["edges"])
+    settings.OPENCOMPANY_MAX_GRAPH_EDGES = edges - 1
+
+    response = _send(api_client, workflow, entry, graph)
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "graph_too_large"
+    assert response.json()["extra"] == {
+        "nodes": nodes,
+        "edges": edges,
+        "max_nodes": 5_000,
+        "max_edges": edges - 1,
+        "limit": "edges",
+    }
+    assert list(Workflow.objects.values_list("pk", flat=True)) == [workflow.pk]
+    stored = Workflow.objects.get(pk=workflow.pk)
+    assert (stored.graph, stored.revision) == (workflow.graph, workflow.revision)
+
+
+def test_deploy_refuses_a_stored_graph_over_the_edge_cap_and_admits_nothing(api_client, owner, settings):
+    workflow = services.workflow_create(owner=owner, name="stored", graph=demo_graph())
+    settings.OPENCOMPANY_MAX_GRAPH_EDGES = len(workflow.graph["edges"]) - 1
+
+    response = api_client.post(f"/api/v1/workflows/{workflow.pk}/deploy")
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "graph_too_large"
+    assert response.json()["extra"]["limit"] == "edges"
+    assert Deployment.objects.filter(workflow=workflow).exists() is False
+
+
+@pytest.mark.parametrize("entry", ["validate", "create", "save", "import"])
+def test_oversized_parameters_are_parameters_too_large_and_write_nothing(api_client, workflow, entry):
+    graph = demo_graph()
+    agent = next(n for n in graph["nodes"] if n["id"] == "agent")
+    agent["data"]["parameters"] = {"system_prompt": "x" * 300_000}
+
+    response = _send(api_client, workflow, entry, graph)
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "parameters_too_large"
+    assert response.json()["extra"] == {"node_id": "agent", "max_chars": 262_144}
+    assert list(Workflow.objects.values_list("pk", flat=True)) == [workflow.pk]
+    stored = Workflow.objects.get(pk=workflow.pk)
+    assert (stored.graph, stored.revision) == (workflow.graph, workflow.revision)
+
+
+@pytest.mark.parametrize("entry", ["validate", "create", "save", "import"])
+def test_deeply_nested_node_data_is_graph_too_large_and_writes_nothing(api_client, workflow, entry):
+    nested: Any = "leaf"
+    for _ in range(40):
+        nested = {"k": nested}
+    graph = demo_graph()
+    graph["nodes"][0]["data"]["condition"] = nested
+
+    response = _send(api_client, workflow, entry, graph)
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "graph_too_large"
+    assert response.json()["extra"]["limit"] == "depth"
+    assert response.json()["extra"]["max_depth"] == 32
+    assert list(Workflow.objects.values_list("pk", flat=True)) == [workflow.pk]
+    stored = Workflow.objects.get(pk=workflow.pk)
+    assert (stored.graph, stored.revision) == (workflow.graph, workflow.revision)

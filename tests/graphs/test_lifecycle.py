@@ -355,3 +355,32 @@ def test_add_subagent_refuses_a_non_lead(owner):
     assert err.value.code == "not_a_team_lead"
     workflow.refresh_from_db()
     assert workflow.revision == 1
+
+
+def test_a_graph_larger_than_a_request_body_is_refused_from_any_caller_and_writes_nothing(owner, settings):
+    settings.OPENCOMPANY_MAX_BODY_BYTES = 10_000
+    graph = demo_graph()
+    graph["nodes"][0]["data"]["label"] = "x" * 10_000
+
+    with pytest.raises(ApplicationError) as err:
+        services.workflow_create(owner=owner, name="W", graph=graph)
+
+    assert err.value.code == "graph_too_large"
+    assert err.value.extra["limit"] == "chars"
+    assert err.value.extra["max_chars"] == 10_000
+    assert Workflow.objects.exists() is False
+
+
+def test_add_subagent_refuses_to_grow_a_graph_past_the_node_cap(owner, settings):
+    graph = demo_graph()
+    graph["nodes"].append({"id": "lead", "type": "teamLead", "position": {"x": 0, "y": 0}, "data": {}})
+    workflow = services.workflow_create(owner=owner, name="W", graph=graph)
+    settings.OPENCOMPANY_MAX_GRAPH_NODES = len(workflow.graph["nodes"]) + 1
+
+    with pytest.raises(ApplicationError) as err:
+        services.workflow_add_subagent(workflow=workflow, agent_node_id=node_id(workflow, "teamLead"))
+
+    assert err.value.code == "graph_too_large"
+    assert err.value.extra["limit"] == "nodes"
+    stored = Workflow.objects.get(pk=workflow.pk)
+    assert (stored.graph, stored.revision) == (workflow.graph, workflow.revision)

@@ -1,5 +1,6 @@
 import copy
 import re
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +14,7 @@ from graphs.normalize import (
     normalize_workflow_graph,
     sanitize_type_for_id,
 )
+from graphs.validate import validate_workflow
 
 
 def _node(node_id, node_type, x=0, y=0, **data):
@@ -683,3 +685,98 @@ def test_property_without_workflow_id_normalization_is_still_a_fixed_point(graph
 
     assert result.aliases == {}
     _assert_fixed_point("", result)
+
+
+# --- scale: linear in nodes + edges ---------------------------------------------------------------------
+
+
+def _many_edges(count, edge_id=None):
+    edge = {"source": "t", "target": "a", "sourceHandle": "output-main", "targetHandle": "input-main"}
+    if edge_id is not None:
+        edge["id"] = edge_id
+    return {
+        "graphVersion": 2,
+        "nodes": [_node("t", "chatTrigger"), _node("a", "aiAgent")],
+        "edges": [dict(edge) for _ in range(count)],
+    }
+
+
+def _normalize_and_validate_timed(graph):
+    """The fastest of three runs (a busy machine's scheduler should not decide a test about growth),
+    with the result and report of the last one."""
+    # Warm the spec registry and the compiled parameter checks, which every process pays once.
+    validate_workflow(normalize_workflow_graph("9", _many_edges(2)).graph)
+    timings = []
+    for _ in range(3):
+        started = time.perf_counter()
+        result = normalize_workflow_graph("9", graph)
+        report = validate_workflow(result.graph)
+        timings.append(time.perf_counter() - started)
+    return min(timings), result, report
+
+
+def test_twenty_thousand_edges_without_ids_normalize_and_validate_in_under_a_second():
+    graph = _many_edges(20_000)
+
+    elapsed, result, report = _normalize_and_validate_timed(graph)
+
+    assert elapsed < 1.0
+    base = "e-t-output-main-a-input-main"
+    assert [e["id"] for e in result.graph["edges"]] == [base] + [f"{base}-{n}" for n in range(2, 20_001)]
+    assert report == {"errors": [], "warnings": []}
+    assert normalize_workflow_graph("9", result.graph).graph == result.graph
+
+
+def test_twenty_thousand_edges_sharing_one_id_normalize_and_validate_in_under_a_second():
+    graph = _many_edges(20_000, edge_id="shared")
+
+    elapsed, result, report = _normalize_and_validate_timed(graph)
+
+    assert elapsed < 1.0
+    base = "e-t-output-main-a-input-main"
+    assert [e["id"] for e in result.graph["edges"]] == ["shared", base] + [
+        f"{base}-{n}" for n in range(2, 20_000)
+    ]
+    assert report == {"errors": [], "warnings": []}
+
+
+def test_fresh_edge_ids_skip_every_suffix_already_taken():
+    nodes = [_node("a", "aiAgent"), _node("b", "aiAgent")]
+    base = "e-a-output-main-b-input-main"
+    edges = [
+        _edge(base, "a", "b", "output-main", "input-main"),
+        _edge(f"{base}-3", "a", "b", "output-main", "input-main"),
+        _edge(None, "a", "b", "output-main", "input-main"),
+        _edge(None, "a", "b", "output-main", "input-main"),
+        _edge(f"{base}-5", "a", "b", "output-main", "input-main"),
+        _edge(None, "a", "b", "output-main", "input-main"),
+    ]
+
+    result = normalize_workflow_graph("", {"nodes": nodes, "edges": edges})
+
+    assert [e["id"] for e in result.graph["edges"]] == [
+        base,
+        f"{base}-3",
+        f"{base}-2",
+        f"{base}-4",
+        f"{base}-5",
+        f"{base}-6",
+    ]
+
+
+def test_five_thousand_legacy_memories_into_one_agent_rewrite_in_under_a_second():
+    memories = [_node(f"mem{i}", "simpleMemory") for i in range(5_000)]
+    graph = {
+        "nodes": [*memories, _node("a", "aiAgent")],
+        "edges": [_edge(None, f"mem{i}", "a", "output-memory", "input-memory") for i in range(5_000)],
+    }
+
+    elapsed, result, report = _normalize_and_validate_timed(graph)
+
+    assert elapsed < 1.0
+    tool_edges = [e for e in result.graph["edges"] if e["targetHandle"] == "input-tools"]
+    context_edges = [e for e in result.graph["edges"] if e["targetHandle"] == "input-context"]
+    assert len(tool_edges) == 5_000
+    assert len(context_edges) == 1
+    assert len(result.warnings) == 5_000
+    assert report == {"errors": [], "warnings": []}

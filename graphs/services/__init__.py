@@ -1,0 +1,40 @@
+"""Workflow writes: create, save, delete, import, deploy, reset, add-subagent, and the archive outbox.
+
+Every entry point owns its transaction, and every graph passes the limits check and the normalizer before
+it is validated or stored.
+
+Modules: `_common` (the write report, the limits check, normalization, the refusals), `crud` (create,
+save, get, delete, import, export, add-subagent), `lifecycle` (deploy and reset: generations), `outbox`
+(enqueue and drain of the Context archive outbox). Import the public names from this package.
+"""
+
+from graphs.services._common import EMPTY_GRAPH, GraphWrite, graph_normalize
+from graphs.services.crud import (
+    workflow_add_subagent,
+    workflow_create,
+    workflow_create_report,
+    workflow_delete,
+    workflow_export,
+    workflow_get,
+    workflow_import,
+    workflow_save,
+)
+from graphs.services.lifecycle import workflow_deploy, workflow_reset
+from graphs.services.outbox import outbox_drain
+
+__all__ = [
+    "EMPTY_GRAPH",
+    "GraphWrite",
+    "graph_normalize",
+    "outbox_drain",
+    "workflow_add_subagent",
+    "workflow_create",
+    "workflow_create_report",
+    "workflow_delete",
+    "workflow_deploy",
+    "workflow_export",
+    "workflow_get",
+    "workflow_import",
+    "workflow_reset",
+    "workflow_save",
+]

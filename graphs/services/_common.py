@@ -1,0 +1,83 @@
+"""What every workflow write shares: the report type, the limits check, normalization and the refusals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from graphs import errors
+from graphs.constants import GRAPH_VERSION
+from graphs.limits import GraphLimits, graph_limit_breach
+from graphs.models import Workflow
+from graphs.normalize import GraphShapeError, NormalizationResult, normalize_workflow_graph
+from graphs.validate import CONTEXT_TOPOLOGY_CODES, validate_workflow
+from opencompany.core.errors import ApplicationError
+
+EMPTY_GRAPH: dict[str, Any] = {"graphVersion": GRAPH_VERSION, "nodes": [], "edges": []}
+
+Report = dict[str, list[dict[str, Any]]]
+
+
+@dataclass
+class GraphWrite:
+    """What a save/create/import did: the workflow plus the normalization's report."""
+
+    workflow: Workflow
+    aliases: dict[str, str] = field(default_factory=dict)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    validation: Report = field(default_factory=lambda: {"errors": [], "warnings": []})
+
+
+def _check_size(graph: Any) -> None:
+    """Refuse a graph that is not an object of node and edge lists (`invalid_graph`) or that crosses a
+    limit (`graph_too_large`, `parameters_too_large`), before any work is spent on it."""
+    if not isinstance(graph, dict):
+        raise ApplicationError(errors.INVALID_GRAPH, "The graph must be a JSON object with nodes and edges.")
+    nodes, edges = graph.get("nodes", []), graph.get("edges", [])
+    if not isinstance(nodes, list) or not isinstance(edges, list):
+        raise ApplicationError(errors.INVALID_GRAPH, "The graph's nodes and edges must be lists.")
+    limits = GraphLimits(
+        max_nodes=settings.OPENCOMPANY_MAX_GRAPH_NODES,
+        max_edges=settings.OPENCOMPANY_MAX_GRAPH_EDGES,
+        # A graph too large to arrive in one request is too large for any other caller as well.
+        max_chars=settings.OPENCOMPANY_MAX_BODY_BYTES,
+    )
+    breach = graph_limit_breach(nodes=nodes, edges=edges, limits=limits)
+    if breach is not None:
+        raise ApplicationError(breach.code, breach.message, breach.extra, status=400)
+
+
+def graph_normalize(*, workflow_id: str, graph: Any) -> NormalizationResult:
+    """Limits check, then the normalization pipeline; bad shapes are `invalid_graph` (400)."""
+    _check_size(graph)
+    try:
+        return normalize_workflow_graph(workflow_id, graph)
+    except GraphShapeError as exc:
+        raise ApplicationError(errors.INVALID_GRAPH, str(exc)) from exc
+
+
+def _refuse_topology(result: NormalizationResult) -> Report:
+    """Full validation report; raises `invalid_context_topology` when a Context rule is broken."""
+    report = validate_workflow(result.graph)
+    topology = [issue for issue in report["errors"] if issue["code"] in CONTEXT_TOPOLOGY_CODES]
+    if topology:
+        raise ApplicationError(
+            errors.INVALID_CONTEXT_TOPOLOGY,
+            "The graph breaks a Context rule: each agent may have at most one Context, and a Context serves one agent.",
+            {"errors": topology, "aliases": result.aliases},
+        )
+    return report
+
+
+def _refuse_any_error(graph: dict[str, Any]) -> Report:
+    """Full validation report; raises `validation_failed` when it holds any error."""
+    report = validate_workflow(graph)
+    if report["errors"]:
+        raise ApplicationError(
+            errors.VALIDATION_FAILED,
+            f"The graph has {len(report['errors'])} validation error(s).",
+            {"errors": report["errors"], "warnings": report["warnings"]},
+        )
+    return report
