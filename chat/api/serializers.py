@@ -1,4 +1,4 @@
-"""Input and output serializers of the owner-chat endpoints (DESIGN §10)."""
+"""Input and output serializers of the owner-chat endpoints."""
 
 from __future__ import annotations
 

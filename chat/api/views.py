@@ -1,4 +1,4 @@
-"""Thin DRF views of the owner chat (DESIGN §10): the same operations as the websocket frames.
+"""Thin DRF views of the owner chat: the same operations as the websocket frames.
 
 Every view reaches the chat through `workflow_for_owner`, so another owner's workflow id answers 404
 and changes nothing. Refusals are `ApplicationError`s rendered by the core exception handler.
@@ -95,7 +95,9 @@ class ChatSendView(APIView):
         workflow = _workflow(request, workflow_id)
         data = s.SendInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return _admission(services.chat_send(workflow=workflow, **data.validated_data))
+        return _admission(
+            services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, **data.validated_data)
+        )
 
 
 class ChatEditView(APIView):
