@@ -105,20 +105,12 @@ class RunBegun:
     digest: str
 
 
-def _locked_live_run(run_id: str, claimant: str) -> ChatRun:
-    """The run, this claimant's and live, with its thread and its row locked (in that order)."""
+def _lock_thread_of(run_id: str) -> ChatThread | None:
+    """Lock the run's thread, the first lock a run write takes; None when the run or its thread is gone."""
     thread_id = ChatRun.objects.filter(run_id=run_id).values_list("thread_id", flat=True).first()
-    thread = ChatThread.objects.select_for_update().filter(pk=thread_id).first() if thread_id else None
-    run = (
-        ChatRun.objects.select_for_update()
-        .filter(run_id=run_id, thread=thread, claimant=claimant, state__in=LIVE_STATES)
-        .first()
-        if thread is not None
-        else None
-    )
-    if run is None:
-        raise _err(errors.RUN_ENDED, "The run has ended or belongs to another claimant.", {"run_id": run_id})
-    return run
+    if thread_id is None:
+        return None
+    return ChatThread.objects.select_for_update().filter(pk=thread_id).first()
 
 
 @transaction.atomic
@@ -132,7 +124,16 @@ def run_begin(*, run_id: str, claimant: str, key: ConversationKey | None) -> Run
     are claimed). The conversation's head row stays locked from its load to the append. Refused with
     `run_ended` (and nothing written) when the run is no longer live or no longer this claimant's.
     """
-    run = _locked_live_run(run_id, claimant)
+    thread = _lock_thread_of(run_id)
+    run = (
+        ChatRun.objects.select_for_update()
+        .filter(run_id=run_id, claimant=claimant, state__in=LIVE_STATES)
+        .first()
+        if thread is not None
+        else None
+    )
+    if run is None:
+        raise _err(errors.RUN_ENDED, "The run has ended or belongs to another claimant.", {"run_id": run_id})
     head = conversation_for_update(key=key) if key is not None else None
     notes = _claim_notes(run.thread_id, run.run_id)
     question = ChatMessage.objects.get(thread_id=run.thread_id, uid=run.user_message_uid)
@@ -188,8 +189,7 @@ def run_finish(
     claimant may finish a claimed run (the watchdog passes `claimant=None`). Notes the run carried are
     marked told only if it answered. Returns None when the run had already ended.
     """
-    thread_id = ChatRun.objects.filter(run_id=run_id).values_list("thread_id", flat=True).first()
-    thread = ChatThread.objects.select_for_update().filter(pk=thread_id).first() if thread_id else None
+    thread = _lock_thread_of(run_id)
     if thread is None:
         return None
     qs = ChatRun.objects.select_for_update().filter(run_id=run_id, state__in=LIVE_STATES)

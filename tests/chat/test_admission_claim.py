@@ -119,7 +119,7 @@ def test_a_send_on_postgresql_is_one_statement_and_writes_what_the_locked_path_w
     assert ChatRun.objects.get(run_id=second.run.run_id).state == ChatRun.State.QUEUED
     assert [e["type"] for e in events.drain()] == ["thread.updated"]
 
-    # Every other case falls back to the locked path and answers exactly as before.
+    # Every other case takes the locked path, which answers with the precise code.
     again = services.chat_send(
         owner_id=workflow.owner_id, workflow_id=workflow.pk, text="second", client_message_id="c-2"
     )

@@ -408,7 +408,7 @@ def test_sends_past_the_chat_send_rate_are_throttled(api_client, workflow, setti
     assert ChatMessage.objects.count() == 2
 
 
-# --- authorization matrix (acceptance 8) ---------------------------------------------------------------
+# --- authorization matrix ---------------------------------------------------------------------------
 
 
 def _endpoints(workflow: Any, admission: services.Admission) -> list[tuple[str, str, dict[str, Any] | None]]:

@@ -1,4 +1,4 @@
-"""Branches (acceptance 3): edit, retry and switch move the agent's Context with the shown path."""
+"""Branches: edit, retry and switch move the agent's Context with the shown path."""
 
 from __future__ import annotations
 

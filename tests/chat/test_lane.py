@@ -1,4 +1,4 @@
-"""The lane: at most one live run per thread (acceptance 2), and idempotent re-sends."""
+"""The lane: at most one live run per thread, and idempotent re-sends."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Notes to the agent (acceptance 4): ratings and branch moves reach the agent once, as bracketed lines
+"""Notes to the agent: ratings and branch moves reach the agent once, as bracketed lines
 ahead of the owner's text in the stored user message, never in the system prompt."""
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from chat import services
+from chat.executor import prepare_run
 from chat.models import ChatNote, ChatRun
 from conversations.models import ConversationMessage
 from conversations.selectors import conversation_cursor, conversation_load
@@ -18,7 +19,7 @@ from opencompany.core.errors import ApplicationError
 from opencompany.core.events import owner_group
 from opencompany.llm.policies import INTERRUPTED_RESULT_TEXT
 from opencompany.llm.wire import make_assistant, make_tool_call, make_user, text_of
-from tests.conftest import node_id
+from tests.conftest import demo_graph, make_workflow, node_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -150,3 +151,29 @@ def test_an_agent_without_a_stored_conversation_gets_the_notes_and_the_text_only
     assert conversation_load(key=key) == before
     assert ChatRun.objects.get(run_id=run_id).context_cursors == {}
     assert ChatNote.objects.get().claimed_run_id == run_id
+
+
+def test_the_request_offers_the_wired_tools_and_the_notes_of_a_stored_conversation(
+    workflow: Any, waiting_turn: tuple[str, str]
+) -> None:
+    run_id, claimant = waiting_turn
+
+    prepared = prepare_run(ChatRun.objects.get(run_id=run_id), claimant=claimant)
+
+    assert prepared.tool_names == ["memory", "notes"]
+    assert prepared.memory_node_id == node_id(workflow, "simpleMemory")
+    assert prepared.key == key_of(workflow)
+    assert prepared.messages == conversation_load(key=key_of(workflow))
+
+
+def test_an_agent_with_neither_memory_nor_context_is_offered_no_tools(owner: Any) -> None:
+    bare = make_workflow(owner, demo_graph(with_memory=False, with_context=False), name="Bare")
+    admission = services.chat_send(owner_id=owner.pk, workflow_id=bare.pk, text="Hello")
+    claimant = services.new_claimant()
+    run = services.run_claim(run_id=admission.run.run_id, claimant=claimant)
+    assert run is not None
+
+    prepared = prepare_run(run, claimant=claimant)
+
+    assert (prepared.tool_names, prepared.memory_node_id, prepared.key) == ([], None, None)
+    assert prepared.messages == [make_user("Hello")]

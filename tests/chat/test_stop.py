@@ -1,4 +1,4 @@
-"""Stop (acceptance 5): the partial answer is saved as stopped, the lane frees; queued, twice, finished."""
+"""Stop: the partial answer is saved as stopped, the lane frees; queued, twice, finished."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.db import models
+from django.utils import timezone
 
 from chat import services
 from chat.models import ChatMessage, ChatRun, ChatThread
@@ -247,7 +248,7 @@ def test_a_draft_is_saved_only_for_its_claimant_while_the_run_is_live(
     claimant = services.new_claimant()
     services.run_claim(run_id=run_id, claimant=claimant)
     steps = [{"id": "c1", "name": "memory", "state": "done", "note": 'a "quoted" \\ step'}]
-    now = ChatRun.objects.get(run_id=run_id).started_at
+    now = timezone.now()
 
     saved = store.draft_save(run_id=run_id, claimant=claimant, text="Half an", steps=steps, seq=4, now=now)
     stale = store.draft_save(run_id=run_id, claimant="someone-else", text="x", steps=[], seq=9, now=now)
