@@ -74,6 +74,10 @@ class ChatStore(Protocol):
 
 _ROOT_PARENT = ChatMessage._meta.get_field("parent_uid").get_default()
 
+# The columns an admission decides itself (with the SQL expressions the PostgreSQL statement gives them).
+_RUN_DERIVED = {"thread_id": "ok.id", "workflow_id": "ok.workflow_id", "generation": "ok.generation"}
+_MESSAGE_DERIVED = {"thread_id": "ok.id", "generation": "ok.generation", "parent_uid": "parent.uid"}
+
 
 @cache
 def _insert_fields(model: type[models.Model]) -> dict[str, models.Field[Any, Any]]:
@@ -119,13 +123,17 @@ def _check_columns(
 
 # --- PostgreSQL -----------------------------------------------------------------------------------------
 
-# Columns the send statement takes from its own reads rather than from parameters.
-_RUN_DERIVED = {"thread_id": "ok.id", "workflow_id": "ok.workflow_id", "generation": "ok.generation"}
-_MESSAGE_DERIVED = {"thread_id": "ok.id", "generation": "ok.generation", "parent_uid": "parent.uid"}
-
 
 def _quoted_list(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
+
+
+def _parameter_type(field: models.Field[Any, Any]) -> str:
+    """The type a parameter is cast to: the column's, but unbounded for text, so the column's own length
+    check refuses an over-long value instead of a cast cutting it short."""
+    if isinstance(field, models.CharField):
+        return str(connection.ops.cast_char_field_without_max_length)
+    return str(field.cast_db_type(connection))
 
 
 class PostgresChatStore:
@@ -140,14 +148,14 @@ class PostgresChatStore:
             if field.attname in derived:
                 values.append(derived[field.attname])
             else:  # cast: a parameter in a SELECT list has no column to take its type from
-                values.append(f"%({prefix}{field.attname})s::{field.cast_db_type(connection)}")
+                values.append(f"%({prefix}{field.attname})s::{_parameter_type(field)}")
         return ", ".join(columns), ", ".join(values)
 
     @cached_property
     def _send_sql(self) -> str:
         run_columns, run_values = self._insert_lists(ChatRun, _RUN_DERIVED, "run_")
         message_columns, message_values = self._insert_lists(ChatMessage, _MESSAGE_DERIVED, "msg_")
-        client_id_type = _insert_fields(ChatMessage)["client_message_id"].cast_db_type(connection)
+        client_id_type = _parameter_type(_insert_fields(ChatMessage)["client_message_id"])
         client_id = f"%(msg_client_message_id)s::{client_id_type}"
         # The thread row is locked first; the lane and the client id are also guarded by their unique
         # indexes, so a writer that committed while this statement waited makes it fail whole.

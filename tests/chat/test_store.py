@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import models
+from django.db import DataError, models
 from django.utils import timezone
 
 from chat import services
@@ -274,5 +274,28 @@ def test_a_column_the_store_decides_cannot_be_supplied(store: ChatStore, workflo
 
     with pytest.raises(TypeError):
         admit(store, workflow, message={"uid": "m_x", "role": "user", "text": "x", "parent_uid": "elsewhere"})
+
+    assert chat_rows() == before
+
+
+@pytest.mark.postgres
+def test_an_over_long_value_is_refused_whole_never_cut_short(store: ChatStore, workflow: Any) -> None:
+    answered(workflow)
+    before = chat_rows()
+    run_id, uid = mint_id("run"), mint_id("m")
+
+    with pytest.raises(DataError):
+        admit(
+            store,
+            workflow,
+            run={
+                "run_id": run_id,
+                "kind": "message",
+                "user_message_uid": uid,
+                "reply_message_uid": f"a_{run_id}",
+                "claimant": "x" * 121,
+            },
+            message={"uid": uid, "role": "user", "text": "long claimant", "run_id": run_id},
+        )
 
     assert chat_rows() == before
