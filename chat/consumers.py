@@ -22,7 +22,7 @@ from chat.models import TERMINAL_STATES, ChatRun
 from chat.selectors import chat_history, render_run_snapshot
 from graphs.selectors import workflow_for_owner
 from opencompany.core.asyncdb import db_call
-from opencompany.core.errors import ApplicationError, internal_error, render_error
+from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, render_error
 from opencompany.core.events import chat_group, owner_group, remember_serving_loop
 
 logger = logging.getLogger(__name__)
@@ -76,11 +76,20 @@ def _int_or_none(value: Any, field: str) -> int | None:
     return value
 
 
-def _str(frame: dict[str, Any], field: str, *, required: bool = True, max_len: int = 200) -> str | None:
+def _optional_str(frame: dict[str, Any], field: str, *, max_len: int = 200) -> str | None:
     value = frame.get(field)
-    if value is None and not required:
+    if value is None:
         return None
-    if not isinstance(value, str) or (required and not value) or len(value) > max_len:
+    if not isinstance(value, str) or len(value) > max_len:
+        raise ApplicationError(
+            "invalid_request", f"'{field}' must be a string.", {"fields": {field: ["Required string."]}}
+        )
+    return value
+
+
+def _str(frame: dict[str, Any], field: str, *, max_len: int = 200) -> str:
+    value = frame.get(field)
+    if not isinstance(value, str) or not value or len(value) > max_len:
         raise ApplicationError(
             "invalid_request", f"'{field}' must be a string.", {"fields": {field: ["Required string."]}}
         )
@@ -171,15 +180,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._send({"type": "ack", "request_id": request_id, **result})
 
     async def op_send(self, frame: dict[str, Any]) -> dict[str, Any]:
-        text = frame.get("text")
-        admission = await db_call(services.chat_send_as_owner)(
-            owner_id=self.user.pk,
-            workflow_id=self.workflow_id,
-            load_workflow=self._workflow,
-            text=text,
-            client_message_id=_str(frame, "client_message_id", required=False, max_len=100),
-            expected_revision=_int_or_none(frame.get("expected_revision"), "expected_revision"),
-        )
+        try:
+            # The service checks ownership itself (inside its one statement on the common path); its
+            # only `not_found` is the workflow's.
+            admission = await db_call(services.chat_send)(
+                owner_id=self.user.pk,
+                workflow_id=self.workflow_id,
+                text=frame.get("text"),
+                client_message_id=_optional_str(frame, "client_message_id", max_len=100),
+                expected_revision=_int_or_none(frame.get("expected_revision"), "expected_revision"),
+            )
+        except ApplicationError as exc:
+            if exc.code == NOT_FOUND:
+                raise WorkflowGone(exc.code, exc.message, status=exc.status) from exc
+            raise
         return self._admission(admission)
 
     async def op_edit(self, frame: dict[str, Any]) -> dict[str, Any]:
@@ -188,7 +202,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             message_uid=_str(frame, "message_id", max_len=64),
             text=frame.get("text"),
             expected_revision=_int_or_none(frame.get("expected_revision"), "expected_revision"),
-            client_message_id=_str(frame, "client_message_id", required=False, max_len=100),
+            client_message_id=_optional_str(frame, "client_message_id", max_len=100),
         )
         return self._admission(admission)
 
@@ -221,7 +235,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def op_history(self, frame: dict[str, Any]) -> None:
         limit = _int_or_none(frame.get("limit"), "limit") or 50
         history = await db_call(self._history)(
-            _str(frame, "before", required=False, max_len=64), max(1, min(limit, 200))
+            _optional_str(frame, "before", max_len=64), max(1, min(limit, 200))
         )
         await self._send({"type": "thread", "request_id": frame.get("request_id"), **history})
         return
@@ -229,7 +243,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def op_resume(self, frame: dict[str, Any]) -> None:
         """Snapshot from the run row, then only later events: no text lost or doubled."""
         run_id = _str(frame, "run_id", max_len=64)
-        assert run_id is not None  # noqa: S101 - _str refuses None when required
         _int_or_none(frame.get("after_seq"), "after_seq")
         self.resuming.setdefault(run_id, [])
         try:

@@ -19,6 +19,7 @@ INTERRUPTED = "interrupted"
 CLEARED = "cleared"
 RESET = "reset"
 PERSIST_FAILED = "persist_failed"
+RUN_ENDED = "run_ended"  # the run ended, or changed claimant, before its turn began
 
 STATUS = {
     RUN_IN_PROGRESS: 409,
@@ -30,4 +31,5 @@ STATUS = {
     CANNOT_REWIND: 409,
     BRANCH_UNAVAILABLE: 409,
     MESSAGE_TOO_LONG: 400,
+    RUN_ENDED: 409,
 }

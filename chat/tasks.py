@@ -3,9 +3,9 @@
 from asgiref.sync import async_to_sync
 from django.tasks import task
 
+from chat.executor.run import execute_run
+
 
 @task()
 def execute_run_task(run_id: str) -> str:
-    from chat.executor import execute_run
-
     return async_to_sync(execute_run)(run_id)

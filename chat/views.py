@@ -14,9 +14,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from chat.executor.prepare import _agent_for_trigger, _wired
 from graphs.models import Deployment, Workflow
 from graphs.selectors import live_deployment, workflow_for_owner, workflows_of, workflows_with_state
+from graphs.wiring import chat_agent, has_context, node_parameters, wired_tools
+from memory.tools import TOOL_NAME as MEMORY_TOOL_NAME
 from opencompany.core.errors import ApplicationError
 
 if TYPE_CHECKING:
@@ -35,17 +36,16 @@ def _owned(request: HttpRequest, workflow_id: str) -> Workflow:
 def _wiring(deployment: Deployment | None) -> dict[str, Any]:
     """The answering agent, its Memory node and Context window in the live graph (empty when none)."""
     graph = (deployment.graph if deployment else None) or {}
-    agent = _agent_for_trigger(graph) if graph else None
+    agent = chat_agent(graph) if graph else None
     if agent is None:
         return {"agent": "", "memory": "", "window": DEFAULT_CONTEXT_WINDOW, "has_context": False}
-    node: dict[str, Any] = next((n for n in graph.get("nodes", []) if n.get("id") == agent), {})
-    params = (node.get("data") or {}).get("parameters") or {}
-    memories = _wired(graph, agent, "simpleMemory", "input-tools")
+    params = node_parameters(graph, node_id=agent)
+    memory = next((t.node_id for t in wired_tools(graph, agent=agent) if t.tool_name == MEMORY_TOOL_NAME), "")
     return {
         "agent": agent,
-        "memory": memories[0] if memories else "",
+        "memory": memory,
         "window": int(params.get("context_window") or DEFAULT_CONTEXT_WINDOW),
-        "has_context": bool(_wired(graph, agent, "context", "input-context")),
+        "has_context": has_context(graph, agent=agent),
     }
 
 

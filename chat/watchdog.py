@@ -7,13 +7,14 @@ import threading
 
 from django.db import close_old_connections
 
+from chat.services import watchdog_pass
+
 logger = logging.getLogger(__name__)
 _started = threading.Event()
 
 
 def run_watchdog_forever(interval_s: float, stop: threading.Event | None = None) -> None:
-    from chat.services import watchdog_pass
-
+    """Sweep every `interval_s` seconds until `stop` is set; a failed sweep is logged, never raised."""
     stop = stop or threading.Event()
     while not stop.is_set():
         try:

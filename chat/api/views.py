@@ -95,7 +95,9 @@ class ChatSendView(APIView):
         workflow = _workflow(request, workflow_id)
         data = s.SendInput(data=request.data)
         data.is_valid(raise_exception=True)
-        return _admission(services.chat_send(workflow=workflow, **data.validated_data))
+        return _admission(
+            services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, **data.validated_data)
+        )
 
 
 class ChatEditView(APIView):

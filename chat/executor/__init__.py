@@ -1,5 +1,5 @@
-"""Run execution: claim a run, prepare the agent's request from the stores, run the agent loop with
-a sink that appends per turn, stream events, end the run in one terminal state.
+"""Run execution: claim a run, begin its turn from the stores, run the agent loop with a sink that
+appends per turn, stream events, end the run in one terminal state.
 
 Executors (`OPENCOMPANY_RUN_EXECUTOR`): `inprocess` (an asyncio task on the serving process's event
 loop, started after the admitting commit), `tasks` (Django's Tasks framework; `manage.py db_worker`
@@ -7,21 +7,18 @@ runs runs on any number of worker processes) or `manual` (nothing is started; te
 `execute_run`). Stop reaches a run wherever it executes through the channel layer group
 `run.<run_id>`, with a database re-check as the fallback.
 
-Modules: `dispatch` (where a run executes and how it is started), `prepare` (the agent's request from the
-stores), `stream` (the sink, the event stream, stop, `execute_run`). Import the public names from this
-package.
+Modules: `dispatch` (where a run executes and how it is started; the chat app registers `dispatch_run`
+as the services' run dispatcher), `prepare` (the agent, model and tools, and the turn's beginning),
+`sink` (the per-turn appends), `stream` (events, draft and heartbeat), `stop` (the stop listener) and
+`run` (`execute_run`). Import the public names from this package.
 """
 
 from chat.executor.dispatch import dispatch_run, run_loop_for_process, spawn
 from chat.executor.prepare import DEFAULT_MODELS, Prepared, prepare_run, provider_config
-from chat.executor.stream import (
-    DRAFT_FLUSH_S,
-    HEARTBEAT_S,
-    STOP_POLL_S,
-    ConversationSink,
-    RunStream,
-    execute_run,
-)
+from chat.executor.run import execute_run
+from chat.executor.sink import ConversationSink
+from chat.executor.stop import STOP_POLL_S
+from chat.executor.stream import DRAFT_FLUSH_S, HEARTBEAT_S, RunStream
 
 __all__ = [
     "DEFAULT_MODELS",

@@ -15,21 +15,15 @@ from typing import Any
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
-from chat.executor.stream import execute_run
+from chat.executor.run import execute_run
 from chat.models import ChatRun
+from chat.tasks import execute_run_task
 from opencompany.core.events import serving_loop
 
-logger = logging.getLogger("chat.executor")  # the package's name, as before the split
-
-
-# --- dispatch ---------------------------------------------------------------------------------------
+logger = logging.getLogger("chat.executor")
 
 _run_loop: asyncio.AbstractEventLoop | None = None
-
-
 _run_loop_lock = threading.Lock()
-
-
 _tasks: set[Any] = set()
 
 
@@ -93,8 +87,6 @@ def dispatch_run(run_id: str, *, claimed: ChatRun | None = None) -> None:
     mode = str(settings.OPENCOMPANY_RUN_EXECUTOR)
     try:
         if mode == "tasks":
-            from chat.tasks import execute_run_task
-
             execute_run_task.enqueue(run_id)
         elif mode == "inprocess":
             spawn(execute_run(run_id, claimed=claimed))

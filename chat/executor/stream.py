@@ -1,6 +1,5 @@
-"""Executing a run: the sink that appends per turn, the event stream with its draft and heartbeat, the
-stop listener, and `execute_run`, which ends the run in one terminal state.
-"""
+"""A run's event stream: per-run event numbering, batched text deltas, and the reply draft kept durable
+on the run row (which doubles as the claim's heartbeat)."""
 
 from __future__ import annotations
 
@@ -9,78 +8,17 @@ import logging
 import time
 from typing import Any
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 
-from chat import errors
 from chat import services as chat_services
-from chat.executor.prepare import prepare_run, provider_config
 from chat.models import ChatRun
-from conversations import services as conversations
-from conversations.types import ConversationKey
 from opencompany.core.asyncdb import db_call
-from opencompany.core.errors import ApplicationError
 from opencompany.core.events import apublish_now, chat_group
-from opencompany.llm.loop import LoopResult, ToolResultEvent, run_agent_loop
-from opencompany.llm.providers import ProviderError, TextDelta, ToolCallEvent, Usage, get_provider
-from opencompany.llm.providers.base import Request
-from opencompany.llm.tools import ToolContext, get_tool
-from opencompany.llm.wire import Message
 
-logger = logging.getLogger("chat.executor")  # the package's name, as before the split
-
+logger = logging.getLogger("chat.executor")
 
 DRAFT_FLUSH_S = 0.25
-
-
 HEARTBEAT_S = 5.0
-
-
-STOP_POLL_S = 2.0  # fallback only: Stop normally arrives through the channel layer
-
-
-# --- the sink -----------------------------------------------------------------------------------------
-
-
-class ConversationSink:
-    """Appends every committed message to the stored conversation (`conversation_append` with the
-    expected length, so a concurrent writer is refused rather than merged)."""
-
-    def __init__(self, key: ConversationKey | None, length: int, digest: str = "") -> None:
-        self.key = key
-        self.length = length
-        self.digest = digest
-
-    async def _append(self, message: Message, usage: Usage | None = None) -> None:
-        if self.key is None:
-            self.length += 1
-            return
-        write = await db_call(conversations.conversation_append)(
-            key=self.key,
-            messages=[message],
-            expected_length=self.length,
-            usage=usage.as_dict() if usage is not None else None,
-            expected_digest=self.digest or None,
-        )
-        self.length, self.digest = write.length, write.digest
-
-    async def assistant(self, message: Message) -> None:
-        await self._append(message)
-
-    async def tool_result(self, message: Message) -> None:
-        await self._append(message)
-
-    async def final(self, message: Message, usage: Usage) -> None:
-        await self._append(message, usage)
-
-    async def replace_all(self, messages: list[Message]) -> None:
-        if self.key is not None:
-            write = await db_call(conversations.conversation_save)(key=self.key, messages=messages)
-            self.digest = write.digest
-        self.length = len(messages)
-
-
-# --- streaming --------------------------------------------------------------------------------------
 
 
 class RunStream:
@@ -182,7 +120,7 @@ class RunStream:
         )
 
 
-async def _heartbeat(stream: RunStream) -> None:
+async def heartbeat(stream: RunStream) -> None:
     """Keep the claim alive while tools run or the model thinks; the watchdog ends runs whose
     claimant stopped heartbeating (the worker died)."""
     interval = float(settings.OPENCOMPANY_RUN_HEARTBEAT_S)
@@ -192,154 +130,3 @@ async def _heartbeat(stream: RunStream) -> None:
             await stream.maybe_flush(force=True)
         except Exception:
             logger.warning("heartbeat failed run=%s", stream.run_id)
-
-
-async def _listen_for_stop(run_id: str, stop: asyncio.Event) -> None:
-    """Stop reaches the run through the channel layer; the row is re-checked as a fallback."""
-    layer = get_channel_layer()
-    channel = None
-    group = chat_services.run_control_group(run_id)
-    try:
-        if layer is not None:
-            channel = await layer.new_channel()
-            await layer.group_add(group, channel)
-
-        async def from_layer() -> None:
-            if layer is None or channel is None:
-                await asyncio.Event().wait()
-                return
-            while True:
-                message = await layer.receive(channel)
-                if message.get("event") == "run.stop":
-                    return
-
-        async def from_db() -> None:
-            while True:
-                await asyncio.sleep(STOP_POLL_S)
-                state = await db_call(chat_services.run_state)(run_id=run_id)
-                if state != ChatRun.State.RUNNING:
-                    return
-
-        waiters = [asyncio.ensure_future(from_layer()), asyncio.ensure_future(from_db())]
-        try:
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waiters:
-                w.cancel()
-        stop.set()
-    finally:
-        if layer is not None and channel is not None:
-            try:
-                await layer.group_discard(group, channel)
-            except Exception:
-                logger.debug("group_discard failed run=%s", run_id)
-
-
-async def execute_run(run_id: str, *, claimant: str | None = None, claimed: ChatRun | None = None) -> str:
-    """Claim the run and take it to one terminal state. Returns that state, or `not_claimed`.
-
-    `claimed`: the admission already claimed the run for this process and published `run.started`."""
-    if claimed is not None:
-        run = claimed
-        claimant = run.claimant
-    else:
-        claimant = claimant or chat_services.new_claimant()
-        claimed_now = await db_call(chat_services.run_claim)(run_id=run_id, claimant=claimant)
-        if claimed_now is None:
-            return "not_claimed"
-        run = claimed_now
-    stream = RunStream(run, claimant)
-    if claimed is None:
-        await stream.emit("run.started", chat_services.run_started_event(run), seq=run.last_seq)
-    stop = asyncio.Event()
-    listener = asyncio.ensure_future(_listen_for_stop(run_id, stop))
-    beating = asyncio.ensure_future(_heartbeat(stream))
-    outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
-    usage: dict[str, Any] = {}
-    try:
-        prepared = await db_call(prepare_run)(run)
-        provider = get_provider(prepared.model, config=provider_config())
-        tools = [t for t in (get_tool(name) for name in prepared.tool_names) if t is not None]
-        request = Request(
-            system_blocks=prepared.system_blocks,
-            messages=prepared.messages,
-            tools=tools,
-            settings=prepared.model,
-        )
-        context = ToolContext(
-            run_id=run.run_id,
-            workflow_id=run.workflow_id,
-            generation=run.generation,
-            agent_node_id=prepared.agent_node_id,
-            owner_id=prepared.owner_id,
-            extras={"memory_node_id": prepared.memory_node_id, "actor": f"agent:{run.run_id}"},
-        )
-        sink = ConversationSink(prepared.key, len(prepared.messages), prepared.digest)
-
-        async def on_event(event: Any) -> None:
-            if isinstance(event, TextDelta):
-                await stream.delta(event.text)
-            elif isinstance(event, ToolCallEvent):
-                block = event.block
-                await stream.step(
-                    {"id": str(block.get("id")), "name": str(block.get("name")), "state": "running"}
-                )
-            elif isinstance(event, ToolResultEvent):
-                for block in event.message.get("content", []):
-                    if block.get("type") == "tool_result":
-                        state = (
-                            "done" if block.get("status") == "ok" else str(block.get("status") or "failed")
-                        )
-                        await stream.step(
-                            {
-                                "id": str(block.get("tool_call_id")),
-                                "name": str(block.get("name")),
-                                "state": state,
-                            }
-                        )
-
-        result: LoopResult = await run_agent_loop(
-            request,
-            provider,
-            tools,
-            sink,
-            stop,
-            tool_context=context,
-            tool_result_max_chars=prepared.tool_result_max_chars,
-            policies=prepared.policies,
-            on_event=on_event,
-        )
-        usage = result.usage.as_dict()
-        if result.status == "finished":
-            outcome, code, message = "finished", "", ""
-        elif result.status == "stopped":
-            outcome, code, message = "stopped", "", ""
-        else:
-            outcome = "error"
-            code = result.error_code or result.status
-            message = result.error_message or "The run failed."
-    except ProviderError as exc:
-        outcome, code, message = "error", exc.code, exc.message
-    except ApplicationError as exc:
-        outcome, code, message = "error", exc.code, exc.message
-    except Exception as exc:
-        logger.exception("run failed run=%s error=%s", run_id, type(exc).__name__)
-        outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
-    finally:
-        listener.cancel()
-        beating.cancel()
-        await stream.flush_pending()
-    if stop.is_set() and outcome == "error" and code == errors.PERSIST_FAILED:
-        outcome = "stopped"
-    await db_call(chat_services.run_finish)(
-        run_id=run_id,
-        claimant=claimant,
-        outcome=outcome,
-        text=stream.text,
-        seq=stream.seq,
-        steps=stream.steps,
-        error_code=code,
-        error_message=message,
-        usage=usage,
-    )
-    return outcome

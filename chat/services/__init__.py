@@ -1,8 +1,12 @@
 """Owner chat writes: send, stop, edit, retry, switch, feedback, clear, and the run lifecycle.
 
-Every entry point owns its transaction. The thread row is the chat's lock: admissions and branch moves
-take it first (`select_for_update`), then the conversation head rows in agent order, so two writers to
-one chat serialize instead of forking the tree. Events go out after commit.
+Every entry point owns its transaction. The thread row is the chat's lock: admissions, branch moves, a
+run's beginning and its end take it first (`select_for_update`), then the run row, then the conversation
+head rows in agent order, then notes, so two writers to one chat serialize instead of forking the tree.
+Events go out after commit; admitted runs start after commit through the run dispatcher the executor
+registers (`run_dispatcher_register`), so these services never import the executor.
+
+The send's admission and a run's draft save go through the chat store (`chat.store`).
 
 Modules: `_common` (shared helpers, admission, dispatch, run and thread events), `send` (send, stop),
 `branches` (feedback, branch moves, clear), `runs` (a turn's notes and the run lifecycle). Import the
@@ -14,31 +18,36 @@ from chat.services._common import (
     MAX_MESSAGE_CHARS,
     MAX_NOTES_PER_TURN,
     Admission,
+    RunDispatcher,
     new_claimant,
     run_control_group,
+    run_dispatcher_register,
     run_started_event,
 )
 from chat.services.branches import chat_clear, chat_edit, chat_feedback, chat_retry, chat_switch
 from chat.services.runs import (
+    RunBegun,
     chat_end_run,
     chat_reset_hook,
     notes_claim,
     notes_deliver,
+    run_begin,
     run_claim,
     run_finish,
-    run_record_cursors,
     run_save_draft,
     run_state,
     runs_needing_watchdog,
     watchdog_pass,
 )
-from chat.services.send import chat_send, chat_send_as_owner, chat_stop
+from chat.services.send import chat_send, chat_stop
 
 __all__ = [
     "FEEDBACK_EXCERPT_CHARS",
     "MAX_MESSAGE_CHARS",
     "MAX_NOTES_PER_TURN",
     "Admission",
+    "RunBegun",
+    "RunDispatcher",
     "chat_clear",
     "chat_edit",
     "chat_end_run",
@@ -46,16 +55,16 @@ __all__ = [
     "chat_reset_hook",
     "chat_retry",
     "chat_send",
-    "chat_send_as_owner",
     "chat_stop",
     "chat_switch",
     "new_claimant",
     "notes_claim",
     "notes_deliver",
+    "run_begin",
     "run_claim",
     "run_control_group",
+    "run_dispatcher_register",
     "run_finish",
-    "run_record_cursors",
     "run_save_draft",
     "run_started_event",
     "run_state",

@@ -3,12 +3,14 @@ run and thread events. Plain functions: the entry points (in the sibling modules
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -27,6 +29,8 @@ MAX_MESSAGE_CHARS = 50_000
 MAX_NOTES_PER_TURN = 8
 FEEDBACK_EXCERPT_CHARS = 300
 _CLIENT_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+
+logger = logging.getLogger("chat.services")
 
 
 def _err(code: str, message: str, extra: dict[str, Any] | None = None) -> ApplicationError:
@@ -224,27 +228,45 @@ def run_started_event(run: ChatRun) -> dict[str, Any]:
     }
 
 
-def _after_admission(thread: ChatThread, run: ChatRun | None, role: str | None) -> None:
+def _after_admission(*, workflow_id: str, revision: int, run: ChatRun, role: str | None) -> None:
+    """The admission's events and the run's start, after the admitting commit."""
     publish_on_commit(
-        chat_group(thread.workflow_id),
+        chat_group(workflow_id),
         "thread.updated",
-        {"workflow_id": thread.workflow_id, "revision": thread.revision, "role": role},
+        {"workflow_id": workflow_id, "revision": revision, "role": role},
     )
-    if run is None:
-        return
     if run.state == ChatRun.State.RUNNING:  # claimed at admission (in-process executor)
         _publish_run_event(run, "run.started", run_started_event(run))
-        claimed = run
-        transaction.on_commit(lambda: _dispatch(claimed.run_id, claimed), robust=True)
+        transaction.on_commit(partial(_dispatch, run.run_id, run), robust=True)
     else:
-        run_id = run.run_id
-        transaction.on_commit(lambda: _dispatch(run_id), robust=True)
+        transaction.on_commit(partial(_dispatch, run.run_id, None), robust=True)
 
 
-def _dispatch(run_id: str, claimed: ChatRun | None = None) -> None:
-    from chat.executor import dispatch_run
+# --- the run dispatcher (the executor registers it when the app loads) -------------------------------
 
-    dispatch_run(run_id, claimed=claimed)
+
+class RunDispatcher(Protocol):
+    def __call__(self, run_id: str, *, claimed: ChatRun | None = None) -> None:
+        """Start the run wherever runs execute; never raise into the caller. `claimed`: the run row as
+        the admission claimed it (in-process executor)."""
+        ...
+
+
+_dispatcher: RunDispatcher | None = None
+
+
+def run_dispatcher_register(*, dispatch: RunDispatcher) -> None:
+    """Make `dispatch` what starts every admitted run (`ChatConfig.ready()` registers the executor's)."""
+    global _dispatcher
+    _dispatcher = dispatch
+
+
+def _dispatch(run_id: str, claimed: ChatRun | None) -> None:
+    if _dispatcher is None:
+        # The run stays queued; the watchdog ends it as not delivered.
+        logger.error("no run dispatcher is registered run=%s", run_id)
+        return
+    _dispatcher(run_id, claimed=claimed)
 
 
 def _publish_stop(run_id: str) -> None:

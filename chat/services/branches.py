@@ -30,7 +30,7 @@ from chat.services._common import (
     _thread_for_update,
 )
 from conversations import services as conversations
-from conversations.models import BranchSnapshot
+from conversations.models import AgentConversation, BranchSnapshot
 from conversations.types import ConversationKey
 from graphs.models import Workflow
 from opencompany.core.errors import invalid, not_found
@@ -254,7 +254,7 @@ def chat_edit(
         meta={"edit_of": target.uid},
         uid=uid,
     )
-    _after_admission(thread, run, "user")
+    _after_admission(workflow_id=thread.workflow_id, revision=thread.revision, run=run, role="user")
     return Admission(message=message, run=run, created=True, revision=thread.revision)
 
 
@@ -298,7 +298,7 @@ def chat_retry(*, workflow: Workflow, message_uid: str, expected_revision: int |
         parent_run_id=retried.run_id,
     )
     _move_leaf(thread, question.uid)
-    _after_admission(thread, run, None)
+    _after_admission(workflow_id=thread.workflow_id, revision=thread.revision, run=run, role=None)
     return Admission(message=question, run=run, created=True, revision=thread.revision)
 
 
@@ -354,8 +354,6 @@ def chat_clear(*, workflow: Workflow) -> dict[str, Any]:
     generation = live_generation(workflow=workflow)
     archived = 0
     if generation:
-        from conversations.models import AgentConversation
-
         agents = sorted(
             AgentConversation.objects.filter(workflow_id=workflow.pk, generation=generation).values_list(
                 "agent_node_id", flat=True

@@ -1,42 +1,65 @@
-"""The run lifecycle, used by the executor and the watchdog: a turn's notes, claim, cursors, drafts,
-finish, the watchdog's sweep, staff's "end run" and the reset hook."""
+"""The run lifecycle, used by the executor and the watchdog: a turn's notes, claim, the turn's beginning,
+drafts, finish, the watchdog's sweep, staff's "end run" and the reset hook."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
-from psycopg.types.json import Jsonb
 
 from chat import errors
 from chat.models import LIVE_STATES, ChatMessage, ChatNote, ChatRun, ChatThread
-from chat.services._common import MAX_NOTES_PER_TURN, _append_message, _publish_run_event, _publish_stop
+from chat.services._common import (
+    MAX_NOTES_PER_TURN,
+    _append_message,
+    _err,
+    _publish_run_event,
+    _publish_stop,
+)
+from chat.store import chat_store
+from conversations import services as conversations
+from conversations.notes import render_notes_block
+from conversations.selectors import (
+    conversation_cursor,
+    conversation_for_update,
+    conversation_load,
+    notes_read,
+)
+from conversations.types import ConversationKey
 from graphs.hooks import ResetContext
-from opencompany.core.db import hot_fetchone
 from opencompany.core.events import chat_group, publish_on_commit
+from opencompany.llm.policies import close_unanswered_tool_calls
+from opencompany.llm.wire import Message, make_user
 
-logger = logging.getLogger("chat.services")  # the package's name, as before the split
+logger = logging.getLogger("chat.services")
 
-# --- notes of a run's turn (claimed by the executor, told by `run_finish`) --------------------------
+# --- notes of a run's turn (claimed when the turn begins, told by `run_finish`) ------------------------
 
 
+def _claim_notes(thread_id: int, run_id: str) -> list[str]:
+    """Claim up to `MAX_NOTES_PER_TURN` untold notes for the run (oldest first). Call inside the
+    caller's transaction."""
+    now = timezone.now()
+    notes = list(
+        ChatNote.objects.select_for_update()
+        .filter(thread_id=thread_id, delivered_at__isnull=True)
+        .order_by("updated_at", "id")[:MAX_NOTES_PER_TURN]
+    )
+    ChatNote.objects.filter(pk__in=[n.pk for n in notes]).update(claimed_run_id=run_id, claimed_at=now)
+    return [n.text for n in notes]
+
+
+@transaction.atomic
 def notes_claim(*, thread_id: int, run_id: str) -> list[str]:
     """Claim up to 8 untold notes for a run's turn (oldest first); a retried claim gets the same ones."""
-    with transaction.atomic():
-        now = timezone.now()
-        notes = list(
-            ChatNote.objects.select_for_update()
-            .filter(thread_id=thread_id, delivered_at__isnull=True)
-            .order_by("updated_at", "id")[:MAX_NOTES_PER_TURN]
-        )
-        ChatNote.objects.filter(pk__in=[n.pk for n in notes]).update(claimed_run_id=run_id, claimed_at=now)
-        return [n.text for n in notes]
+    return _claim_notes(thread_id, run_id)
 
 
 def notes_deliver(*, run_id: str) -> int:
@@ -51,6 +74,9 @@ def notes_deliver(*, run_id: str) -> int:
 
 
 # --- run lifecycle (used by the executor and the watchdog) -------------------------------------------
+#
+# Lock order, as in every chat write: the thread row, then the run row, then the agents' conversation
+# heads (in agent order), then notes.
 
 
 def run_claim(*, run_id: str, claimant: str) -> ChatRun | None:
@@ -68,44 +94,75 @@ def run_claim(*, run_id: str, claimant: str) -> ChatRun | None:
     return ChatRun.objects.get(run_id=run_id)
 
 
-def run_record_cursors(*, run_id: str, cursors: dict[str, dict[str, Any]]) -> None:
-    """Record each prepared agent's conversation cursor; the first record per agent wins."""
-    with transaction.atomic():
-        run = ChatRun.objects.select_for_update().get(run_id=run_id)
-        merged = dict(run.context_cursors or {})
-        for agent, cursor in cursors.items():
-            merged.setdefault(agent, cursor)
-        ChatRun.objects.filter(pk=run_id).update(context_cursors=merged)
+@dataclass(frozen=True)
+class RunBegun:
+    """A run's turn as it began: the stored conversation the agent continues (tool calls a dead run left
+    unanswered are closed) followed by the owner's turn, the agent's notes block, and the conversation's
+    head digest after the owner's turn ("" when the agent keeps no conversation)."""
+
+    messages: list[Message]
+    notes_block: str
+    digest: str
 
 
-_SAVE_DRAFT_SQL = (
-    f"UPDATE {ChatRun._meta.db_table} SET draft_text = %(text)s, draft_steps = %(steps)s, "  # noqa: S608 - our table
-    "last_seq = %(seq)s, heartbeat_at = %(now)s "
-    "WHERE run_id = %(run_id)s AND claimant = %(claimant)s "
-    f"AND state IN ({', '.join(f"'{state}'" for state in LIVE_STATES)}) RETURNING 1"
-)
+def _lock_thread_of(run_id: str) -> ChatThread | None:
+    """Lock the run's thread, the first lock a run write takes; None when the run or its thread is gone."""
+    thread_id = ChatRun.objects.filter(run_id=run_id).values_list("thread_id", flat=True).first()
+    if thread_id is None:
+        return None
+    return ChatThread.objects.select_for_update().filter(pk=thread_id).first()
+
+
+@transaction.atomic
+def run_begin(*, run_id: str, claimant: str, key: ConversationKey | None) -> RunBegun:
+    """Begin a claimed run's turn, all in one transaction: claim the chat's untold notes for the run,
+    repair the agent's stored conversation (close the tool calls a dead run left unanswered), record the
+    conversation's cursor on the run (the prefix before this turn; the first record per agent wins),
+    and append the owner's turn, the claimed notes as bracketed lines ahead of the owner's text.
+
+    `key`: the answering agent's conversation, or None when the agent keeps none (then only the notes
+    are claimed). The conversation's head row stays locked from its load to the append. Refused with
+    `run_ended` (and nothing written) when the run is no longer live or no longer this claimant's.
+    """
+    thread = _lock_thread_of(run_id)
+    run = (
+        ChatRun.objects.select_for_update()
+        .filter(run_id=run_id, claimant=claimant, state__in=LIVE_STATES)
+        .first()
+        if thread is not None
+        else None
+    )
+    if run is None:
+        raise _err(errors.RUN_ENDED, "The run has ended or belongs to another claimant.", {"run_id": run_id})
+    head = conversation_for_update(key=key) if key is not None else None
+    notes = _claim_notes(run.thread_id, run.run_id)
+    question = ChatMessage.objects.get(thread_id=run.thread_id, uid=run.user_message_uid)
+    user = make_user("\n".join(notes) + "\n\n" + question.text if notes else question.text)
+    if key is None:
+        return RunBegun(messages=[user], notes_block="", digest="")
+    loaded = conversation_load(key=key) if head is not None else []
+    stored = close_unanswered_tool_calls(loaded)
+    if stored != loaded:
+        conversations.conversation_save(key=key, messages=stored)
+    cursor = conversation_cursor(key=key)
+    cursors = dict(run.context_cursors or {})
+    if key.agent_node_id not in cursors:  # the run row is locked: the merge cannot lose a record
+        cursors[key.agent_node_id] = cursor.as_dict()
+        ChatRun.objects.filter(pk=run.pk).update(context_cursors=cursors)
+    notes_block = render_notes_block(notes_read(key=key))
+    written = conversations.conversation_append(
+        key=key, messages=[user], expected_length=cursor.length, expected_digest=cursor.digest
+    )
+    return RunBegun(messages=[*stored, user], notes_block=notes_block, digest=written.digest)
 
 
 def run_save_draft(*, run_id: str, claimant: str, text: str, steps: list[dict[str, Any]], seq: int) -> bool:
     """Durable stream snapshot + heartbeat; False when the run is no longer this claimant's.
 
-    A running answer saves its draft every quarter second, so on PostgreSQL this is a prepared statement
-    (`hot_fetchone`): 0.92 → 0.50 ms a call against the ORM update, measured in one process."""
-    now = timezone.now()
-    if connection.vendor == "postgresql":
-        params = {
-            "text": text,
-            "steps": Jsonb(steps),
-            "seq": seq,
-            "now": now,
-            "run_id": run_id,
-            "claimant": claimant,
-        }
-        return hot_fetchone(_SAVE_DRAFT_SQL, params) is not None
-    return bool(
-        ChatRun.objects.filter(run_id=run_id, claimant=claimant, state__in=LIVE_STATES).update(
-            draft_text=text, draft_steps=steps, last_seq=seq, heartbeat_at=now
-        )
+    A running answer saves its draft every quarter second, so this goes through the chat store (a
+    prepared statement on PostgreSQL)."""
+    return chat_store().draft_save(
+        run_id=run_id, claimant=claimant, text=text, steps=steps, seq=seq, now=timezone.now()
     )
 
 
@@ -132,6 +189,9 @@ def run_finish(
     claimant may finish a claimed run (the watchdog passes `claimant=None`). Notes the run carried are
     marked told only if it answered. Returns None when the run had already ended.
     """
+    thread = _lock_thread_of(run_id)
+    if thread is None:
+        return None
     qs = ChatRun.objects.select_for_update().filter(run_id=run_id, state__in=LIVE_STATES)
     if claimant is not None:
         qs = qs.filter(claimant=claimant)
@@ -146,7 +206,6 @@ def run_finish(
         and error_code == errors.INTERRUPTED
     ):
         outcome = ChatRun.State.STOPPED
-    thread = ChatThread.objects.select_for_update().get(pk=run.thread_id)
     reply: ChatMessage | None = None
     status: str = {
         ChatRun.State.FINISHED: ChatMessage.Status.COMPLETE,
@@ -265,10 +324,10 @@ def watchdog_pass(*, now: Any = None) -> dict[str, int]:
 @transaction.atomic
 def _interrupt(run: ChatRun) -> None:
     """The worker died: keep its draft as a stopped reply, record the error, free the lane."""
+    thread = ChatThread.objects.select_for_update().filter(pk=run.thread_id).first()
     locked = ChatRun.objects.select_for_update().filter(run_id=run.run_id, state__in=LIVE_STATES).first()
-    if locked is None:
+    if thread is None or locked is None:
         return
-    thread = ChatThread.objects.select_for_update().get(pk=locked.thread_id)
     if locked.draft_text.strip():
         _append_message(
             thread,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from chat import services
-from chat.executor import execute_run
+from chat.executor import dispatch_run, execute_run
 from chat.models import ChatMessage, ChatRun, ChatThread
 from opencompany.core.errors import ApplicationError
 from opencompany.core.events import chat_group
@@ -16,14 +17,17 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def dispatched(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    """Record what the admission hands to the executor instead of starting a run in a background
+def dispatched() -> Iterator[list[tuple[str, Any]]]:
+    """Record what the admission hands to the run dispatcher instead of starting a run in a background
     thread (the test then drives `execute_run` itself, on its own loop)."""
     calls: list[tuple[str, Any]] = []
-    monkeypatch.setattr(
-        "chat.executor.dispatch_run", lambda run_id, claimed=None: calls.append((run_id, claimed))
-    )
-    return calls
+
+    def record(run_id: str, *, claimed: ChatRun | None = None) -> None:
+        calls.append((run_id, claimed))
+
+    services.run_dispatcher_register(dispatch=record)
+    yield calls
+    services.run_dispatcher_register(dispatch=dispatch_run)
 
 
 def test_inprocess_send_claims_the_run_and_publishes_started_with_the_commit(
@@ -31,7 +35,7 @@ def test_inprocess_send_claims_the_run_and_publishes_started_with_the_commit(
 ) -> None:
     settings.OPENCOMPANY_RUN_EXECUTOR = "inprocess"
     events.subscribe(chat_group(workflow.pk))
-    admission = services.chat_send(workflow=workflow, text="hello")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
 
     row = ChatRun.objects.get(run_id=admission.run.run_id)
     assert row.state == ChatRun.State.RUNNING
@@ -61,7 +65,7 @@ def test_a_claimed_run_executes_without_a_second_claim_or_a_second_started(
 ) -> None:
     settings.OPENCOMPANY_RUN_EXECUTOR = "inprocess"
     events.subscribe(chat_group(workflow.pk))
-    services.chat_send(workflow=workflow, text="hello")
+    services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
     events.drain()
     [(run_id, claimed)] = dispatched
 
@@ -78,7 +82,7 @@ def test_other_executors_leave_the_run_queued_for_a_worker_to_claim(
     settings: Any, workflow: Any, dispatched: list[tuple[str, Any]]
 ) -> None:
     settings.OPENCOMPANY_RUN_EXECUTOR = "tasks"
-    admission = services.chat_send(workflow=workflow, text="hello")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
     row = ChatRun.objects.get(run_id=admission.run.run_id)
     assert row.state == ChatRun.State.QUEUED
     assert row.claimant == ""
@@ -91,12 +95,16 @@ def test_a_send_on_postgresql_is_one_statement_and_writes_what_the_locked_path_w
     workflow: Any, events: Any, django_assert_num_queries: Any
 ) -> None:
     events.subscribe(chat_group(workflow.pk))
-    first = services.chat_send(workflow=workflow, text="first")  # creates the thread: the locked path
+    first = services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="first"
+    )  # creates the thread: the locked path
     services.run_finish(run_id=first.run.run_id, claimant=None, outcome="finished", text="an answer", seq=1)
     events.drain()
 
     with django_assert_num_queries(1):
-        second = services.chat_send(workflow=workflow, text="second", client_message_id="c-2")
+        second = services.chat_send(
+            owner_id=workflow.owner_id, workflow_id=workflow.pk, text="second", client_message_id="c-2"
+        )
 
     reply = f"a_{first.run.run_id}"
     assert second.created is True
@@ -111,43 +119,68 @@ def test_a_send_on_postgresql_is_one_statement_and_writes_what_the_locked_path_w
     assert ChatRun.objects.get(run_id=second.run.run_id).state == ChatRun.State.QUEUED
     assert [e["type"] for e in events.drain()] == ["thread.updated"]
 
-    # Every other case falls back to the locked path and answers exactly as before.
-    again = services.chat_send(workflow=workflow, text="second", client_message_id="c-2")
+    # Every other case takes the locked path, which answers with the precise code.
+    again = services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="second", client_message_id="c-2"
+    )
     assert again.created is False
     assert again.run.run_id == second.run.run_id
     with pytest.raises(ApplicationError) as busy:
-        services.chat_send(workflow=workflow, text="third")
+        services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="third")
     assert busy.value.code == "run_in_progress"
     assert busy.value.extra == {"run_id": second.run.run_id}
     with pytest.raises(ApplicationError) as stale:
-        services.chat_send(workflow=workflow, text="third", expected_revision=second.revision - 1)
+        services.chat_send(
+            owner_id=workflow.owner_id,
+            workflow_id=workflow.pk,
+            text="third",
+            expected_revision=second.revision - 1,
+        )
     assert stale.value.code in ("revision_conflict", "run_in_progress")
 
 
 @pytest.mark.postgres
-def test_send_as_owner_checks_ownership_inside_the_one_statement(
+def test_a_send_checks_ownership_inside_the_one_statement(
     workflow: Any, other_owner: Any, django_assert_num_queries: Any
 ) -> None:
-    first = services.chat_send(workflow=workflow, text="first")
+    first = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="first")
     services.run_finish(run_id=first.run.run_id, claimant=None, outcome="finished", text="an answer", seq=1)
-    loaded: list[str] = []
-
-    def refuse() -> Any:
-        loaded.append("asked")
-        raise ApplicationError("not_found", "No such workflow.", status=404)
 
     with pytest.raises(ApplicationError) as foreign:
-        services.chat_send_as_owner(
-            owner_id=other_owner.pk, workflow_id=workflow.pk, load_workflow=refuse, text="not yours"
-        )
+        services.chat_send(owner_id=other_owner.pk, workflow_id=workflow.pk, text="not yours")
     assert foreign.value.code == "not_found"
-    assert loaded == ["asked"]
-    assert not ChatMessage.objects.filter(text="not yours").exists()
+    assert ChatMessage.objects.filter(text="not yours").exists() is False
     assert ChatRun.objects.filter(thread__workflow=workflow).count() == 1
 
-    with django_assert_num_queries(1):
-        mine = services.chat_send_as_owner(
-            owner_id=workflow.owner_id, workflow_id=workflow.pk, load_workflow=refuse, text="mine"
-        )
+    with django_assert_num_queries(1):  # the owner's send never loads the workflow row
+        mine = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="mine")
     assert mine.created is True
-    assert loaded == ["asked"]  # the owner's send never needed the row
+    assert ChatMessage.objects.get(uid=mine.message.uid).text == "mine"
+
+
+@pytest.mark.parametrize(
+    ("text", "client_message_id"),
+    [("   ", None), ("x" * 50_001, None), ("hello", "not a valid id!")],
+)
+def test_a_send_to_a_foreign_or_unknown_workflow_is_not_found_before_the_messages_own_faults(
+    workflow: Any, other_owner: Any, text: str, client_message_id: str | None
+) -> None:
+    for owner_id, workflow_id in ((other_owner.pk, workflow.pk), (workflow.owner_id, "wf_nope")):
+        with pytest.raises(ApplicationError) as refused:
+            services.chat_send(
+                owner_id=owner_id, workflow_id=workflow_id, text=text, client_message_id=client_message_id
+            )
+        assert refused.value.code == "not_found"
+    assert ChatThread.objects.exists() is False
+    assert ChatRun.objects.exists() is False
+
+
+def test_the_owners_own_faulty_message_gets_its_own_code_and_writes_nothing(workflow: Any) -> None:
+    with pytest.raises(ApplicationError) as blank:
+        services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="   ")
+    with pytest.raises(ApplicationError) as long:
+        services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="x" * 50_001)
+
+    assert (blank.value.code, long.value.code) == ("invalid_request", "message_too_long")
+    assert ChatMessage.objects.exists() is False
+    assert ChatRun.objects.exists() is False

@@ -29,7 +29,7 @@ def chat_url(workflow: Any, tail: str = "") -> str:
 
 
 def answered(workflow: Any, text: str = "Hello there") -> services.Admission:
-    admission = services.chat_send(workflow=workflow, text=text)
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text=text)
     assert async_to_sync(execute_run)(admission.run.run_id) == "finished"
     return admission
 
@@ -231,7 +231,7 @@ def test_switch_moves_the_path_to_the_other_version(api_client, workflow):
 
 
 def test_stop_of_a_queued_run_answers_stopped(api_client, workflow):
-    admission = services.chat_send(workflow=workflow, text="Hi")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
 
     response = api_client.post(chat_url(workflow, f"/runs/{admission.run.run_id}/stop"))
 
@@ -408,7 +408,7 @@ def test_sends_past_the_chat_send_rate_are_throttled(api_client, workflow, setti
     assert ChatMessage.objects.count() == 2
 
 
-# --- authorization matrix (acceptance 8) ---------------------------------------------------------------
+# --- authorization matrix ---------------------------------------------------------------------------
 
 
 def _endpoints(workflow: Any, admission: services.Admission) -> list[tuple[str, str, dict[str, Any] | None]]:
@@ -461,7 +461,7 @@ def test_another_owners_run_id_under_my_own_workflow_is_404(api_client, workflow
     from tests.conftest import make_workflow
 
     theirs = make_workflow(other_owner, name="Theirs")
-    their_run = services.chat_send(workflow=theirs, text="secret").run
+    their_run = services.chat_send(owner_id=theirs.owner_id, workflow_id=theirs.pk, text="secret").run
 
     snapshot = api_client.get(chat_url(workflow, f"/runs/{their_run.run_id}"))
     stop = api_client.post(chat_url(workflow, f"/runs/{their_run.run_id}/stop"))

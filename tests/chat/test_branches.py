@@ -1,4 +1,4 @@
-"""Branches (acceptance 3): edit, retry and switch move the agent's Context with the shown path."""
+"""Branches: edit, retry and switch move the agent's Context with the shown path."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def run(admission: services.Admission) -> str:
 
 
 def answered(workflow: Any, text: str) -> services.Admission:
-    admission = services.chat_send(workflow=workflow, text=text)
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text=text)
     assert run(admission) == "finished"
     return admission
 
@@ -262,15 +262,19 @@ def test_a_stale_expected_revision_is_revision_conflict_and_changes_nothing(work
     run(edit)
     stale = revision() - 1
     before = chat_rows()
+    on_workflow = {"workflow": workflow}
     calls = {
-        "send": (services.chat_send, {"text": "new"}),
-        "edit": (services.chat_edit, {"message_uid": edit.message.uid, "text": "again"}),
-        "retry": (services.chat_retry, {"message_uid": reply_uid(edit)}),
-        "switch": (services.chat_switch, {"message_uid": original.message.uid}),
+        "send": (
+            services.chat_send,
+            {"owner_id": workflow.owner_id, "workflow_id": workflow.pk, "text": "new"},
+        ),
+        "edit": (services.chat_edit, {**on_workflow, "message_uid": edit.message.uid, "text": "again"}),
+        "retry": (services.chat_retry, {**on_workflow, "message_uid": reply_uid(edit)}),
+        "switch": (services.chat_switch, {**on_workflow, "message_uid": original.message.uid}),
     }
     call, kwargs = calls[operation]
 
-    error = refused("revision_conflict", call, workflow=workflow, expected_revision=stale, **kwargs)
+    error = refused("revision_conflict", call, expected_revision=stale, **kwargs)
 
     assert error.status == 409
     assert error.extra == {"current_revision": before["thread"]["revision"]}
@@ -303,7 +307,7 @@ def test_the_new_generation_starts_an_empty_path(workflow, owner):
     graph_services.workflow_reset(workflow=workflow, actor=owner)
     graph_services.workflow_deploy(workflow=workflow, actor=owner)
 
-    fresh = services.chat_send(workflow=workflow, text="hello gen 2")
+    fresh = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello gen 2")
 
     assert fresh.message.generation == 2
     assert fresh.message.parent_uid == ""
@@ -324,7 +328,7 @@ def test_editing_an_assistant_message_is_not_editable(workflow):
 
 def test_edit_while_a_run_is_live_is_run_in_progress(workflow):
     original = answered(workflow, "original")
-    live = services.chat_send(workflow=workflow, text="still going")
+    live = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="still going")
     before = chat_rows()
 
     error = refused(

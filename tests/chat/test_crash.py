@@ -40,7 +40,11 @@ def test_killed_worker_is_interrupted_and_the_next_turn_closes_the_tool_call(wor
         return bool(stored) and any(b.get("type") == "tool_call" for b in stored[-1]["content"])
 
     with task_worker(script="tests/chat/slow_tool_worker.py", OPENCOMPANY_RUN_HEARTBEAT_S=0.3) as worker:
-        first = services.chat_send(workflow=workflow, text="remember that the lighthouse is painted green")
+        first = services.chat_send(
+            owner_id=workflow.owner_id,
+            workflow_id=workflow.pk,
+            text="remember that the lighthouse is painted green",
+        )
         _wait_for(tool_call_committed)
         _wait_for(lambda: ChatRun.objects.get(pk=first.run.pk).heartbeat_at is not None)
         worker.send_signal(signal.SIGKILL)
@@ -54,7 +58,9 @@ def test_killed_worker_is_interrupted_and_the_next_turn_closes_the_tool_call(wor
     assert (run.state, run.error_code) == ("error", "interrupted")
 
     settings.OPENCOMPANY_RUN_EXECUTOR = "manual"
-    second = services.chat_send(workflow=workflow, text="are you still there?")
+    second = services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="are you still there?"
+    )
     assert async_to_sync(execute_run)(second.run.run_id) == "finished"
 
     stored = conversation_load(key=key)

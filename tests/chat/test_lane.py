@@ -1,4 +1,4 @@
-"""The lane: at most one live run per thread (acceptance 2), and idempotent re-sends."""
+"""The lane: at most one live run per thread, and idempotent re-sends."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ def _race(workflow: Any, texts: list[str]) -> list[Any]:
     def send(i: int) -> None:
         try:
             barrier.wait(timeout=10)
-            results[i] = services.chat_send(workflow=workflow, text=texts[i])
+            results[i] = services.chat_send(
+                owner_id=workflow.owner_id, workflow_id=workflow.pk, text=texts[i]
+            )
         except ApplicationError as exc:
             results[i] = exc
         finally:
@@ -68,10 +70,10 @@ def test_five_sends_at_once_on_a_fresh_workflow_admit_exactly_one(workflow):
 
 
 def test_a_send_while_a_run_is_live_is_refused_naming_the_run(workflow):
-    first = services.chat_send(workflow=workflow, text="first")
+    first = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="first")
 
     with pytest.raises(ApplicationError) as refused:
-        services.chat_send(workflow=workflow, text="second")
+        services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="second")
 
     assert refused.value.code == "run_in_progress"
     assert refused.value.extra == {"run_id": first.run.run_id}
@@ -80,10 +82,10 @@ def test_a_send_while_a_run_is_live_is_refused_naming_the_run(workflow):
 
 
 def test_the_lane_frees_when_the_run_finishes(workflow):
-    first = services.chat_send(workflow=workflow, text="first")
+    first = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="first")
     async_to_sync(execute_run)(first.run.run_id)
 
-    second = services.chat_send(workflow=workflow, text="second")
+    second = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="second")
 
     assert second.created is True
     assert second.message.parent_uid == first.run.reply_message_uid
@@ -93,7 +95,7 @@ def test_the_lane_frees_when_the_run_finishes(workflow):
 
 
 def test_the_partial_unique_constraint_refuses_a_second_live_run(workflow):
-    first = services.chat_send(workflow=workflow, text="first")
+    first = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="first")
     thread = ChatThread.objects.get()
 
     with pytest.raises(IntegrityError), transaction.atomic():
@@ -111,7 +113,7 @@ def test_the_partial_unique_constraint_refuses_a_second_live_run(workflow):
 
 
 def test_the_constraint_allows_any_number_of_ended_runs_beside_a_live_one(workflow):
-    first = services.chat_send(workflow=workflow, text="first")
+    first = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="first")
     thread = ChatThread.objects.get()
 
     for i, state in enumerate(["finished", "error", "stopped", "finished"]):
@@ -130,9 +132,13 @@ def test_the_constraint_allows_any_number_of_ended_runs_beside_a_live_one(workfl
 
 
 def test_a_resend_with_the_same_client_message_id_returns_the_first_message_and_run(workflow):
-    first = services.chat_send(workflow=workflow, text="Hello", client_message_id="cm-1")
+    first = services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hello", client_message_id="cm-1"
+    )
 
-    again = services.chat_send(workflow=workflow, text="Hello", client_message_id="cm-1")
+    again = services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hello", client_message_id="cm-1"
+    )
 
     assert again.created is False
     assert again.message.uid == first.message.uid
@@ -143,10 +149,14 @@ def test_a_resend_with_the_same_client_message_id_returns_the_first_message_and_
 
 
 def test_a_resend_after_the_run_finished_still_returns_the_first_and_starts_nothing(workflow):
-    first = services.chat_send(workflow=workflow, text="Hello", client_message_id="cm-1")
+    first = services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hello", client_message_id="cm-1"
+    )
     async_to_sync(execute_run)(first.run.run_id)
 
-    again = services.chat_send(workflow=workflow, text="Hello", client_message_id="cm-1")
+    again = services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hello", client_message_id="cm-1"
+    )
 
     assert again.created is False
     assert again.message.uid == first.message.uid
@@ -176,7 +186,9 @@ def test_the_same_client_message_id_sent_twice_at_once_admits_one(workflow):
     def send(i: int) -> None:
         try:
             barrier.wait(timeout=10)
-            results[i] = services.chat_send(workflow=workflow, text="Hello", client_message_id="cm-race")
+            results[i] = services.chat_send(
+                owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hello", client_message_id="cm-race"
+            )
         finally:
             connection.close()
 

@@ -1,4 +1,4 @@
-"""Notes to the agent (acceptance 4): ratings and branch moves reach the agent once, as bracketed lines
+"""Notes to the agent: ratings and branch moves reach the agent once, as bracketed lines
 ahead of the owner's text in the stored user message, never in the system prompt."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from channels.db import database_sync_to_async
 
 from chat import services
 from chat.executor import execute_run
-from chat.executor import stream as executor  # where execute_run looks up get_provider
+from chat.executor import run as executor  # where execute_run looks up get_provider
 from chat.models import ChatMessage, ChatNote, ChatRun
 from conversations.selectors import conversation_load
 from conversations.types import ConversationKey
@@ -52,7 +52,7 @@ def key_of(workflow: Any) -> ConversationKey:
 
 
 def send_and_run(workflow: Any, text: str) -> services.Admission:
-    admission = services.chat_send(workflow=workflow, text=text)
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text=text)
     async_to_sync(execute_run)(admission.run.run_id)
     return admission
 
@@ -163,7 +163,7 @@ def test_a_run_stopped_without_a_reply_does_not_mark_its_notes_told(workflow, mo
     first = send_and_run(workflow, "Hello there")
     services.chat_feedback(workflow=workflow, message_uid=first.run.reply_message_uid, value="up")
     note_text = ChatNote.objects.get().text
-    stopped = services.chat_send(workflow=workflow, text="Stopped early")
+    stopped = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Stopped early")
     real = executor.get_provider
     monkeypatch.setattr(
         executor,

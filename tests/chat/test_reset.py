@@ -12,11 +12,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_reset_ends_live_runs_and_the_next_generation_can_send(workflow):
-    live = services.chat_send(workflow=workflow, text="still thinking?")
+    live = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="still thinking?")
 
     outcome = graph_services.workflow_reset(workflow=workflow)
     graph_services.workflow_deploy(workflow=workflow)
-    after = services.chat_send(workflow=workflow, text="fresh start")
+    after = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="fresh start")
 
     run = ChatRun.objects.get(pk=live.run.pk)
     assert (run.state, run.error_code) == ("error", "reset")

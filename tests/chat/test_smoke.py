@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_send_then_execute_answers_and_stores_the_turn(workflow):
-    admission = services.chat_send(workflow=workflow, text="Hello there")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hello there")
 
     outcome = async_to_sync(execute_run)(admission.run.run_id)
 

@@ -1,4 +1,4 @@
-"""Stop (acceptance 5): the partial answer is saved as stopped, the lane frees; queued, twice, finished."""
+"""Stop: the partial answer is saved as stopped, the lane frees; queued, twice, finished."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def stop_once_streaming(workflow: Any, run_id: str, answers: list[Any]) -> threa
 
 def test_stop_during_streaming_saves_the_partial_answer_as_stopped_and_frees_the_lane(workflow, settings):
     settings.OPENCOMPANY_OFFLINE_PACING_MS = 150
-    admission = services.chat_send(workflow=workflow, text=LONG_QUESTION)
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text=LONG_QUESTION)
     answers: list[Any] = []
     watcher = stop_once_streaming(workflow, admission.run.run_id, answers)
 
@@ -74,14 +74,14 @@ def test_stop_during_streaming_saves_the_partial_answer_as_stopped_and_frees_the
     assert stored[-1]["metadata"]["status"] == "stopped"
     assert text_of(stored[-1]) == reply.text
 
-    following = services.chat_send(workflow=workflow, text="And now?")
+    following = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="And now?")
 
     assert following.created is True
     assert following.message.parent_uid == reply.uid
 
 
 def test_stop_of_a_queued_run_ends_it_stopped_at_once(workflow, events):
-    admission = services.chat_send(workflow=workflow, text="Hi")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
     events.subscribe(chat_group(workflow.pk))
 
     run = services.chat_stop(workflow=workflow, run_id=admission.run.run_id)
@@ -93,11 +93,13 @@ def test_stop_of_a_queued_run_ends_it_stopped_at_once(workflow, events):
     stopped = [e for e in events.drain() if e["type"] == "run.stopped"]
     assert [e["data"]["run_id"] for e in stopped] == [admission.run.run_id]
     assert async_to_sync(execute_run)(admission.run.run_id) == "not_claimed"
-    assert services.chat_send(workflow=workflow, text="again").created is True
+    assert (
+        services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="again").created is True
+    )
 
 
 def test_stopping_a_queued_run_twice_answers_stopped_both_times_and_publishes_once(workflow, events):
-    admission = services.chat_send(workflow=workflow, text="Hi")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
     events.subscribe(chat_group(workflow.pk))
     first = services.chat_stop(workflow=workflow, run_id=admission.run.run_id)
     events.drain()
@@ -110,7 +112,7 @@ def test_stopping_a_queued_run_twice_answers_stopped_both_times_and_publishes_on
 
 
 def test_stopping_a_running_run_twice_answers_stopping_both_times(workflow, events):
-    admission = services.chat_send(workflow=workflow, text="Hi")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
     services.run_claim(run_id=admission.run.run_id, claimant="worker-1")
     events.subscribe(services.run_control_group(admission.run.run_id))
     first = services.chat_stop(workflow=workflow, run_id=admission.run.run_id)
@@ -125,7 +127,7 @@ def test_stopping_a_running_run_twice_answers_stopping_both_times(workflow, even
 
 
 def test_stop_of_a_finished_run_is_not_stoppable(workflow):
-    admission = services.chat_send(workflow=workflow, text="Hi")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
     async_to_sync(execute_run)(admission.run.run_id)
 
     with pytest.raises(ApplicationError) as refused:
@@ -138,7 +140,7 @@ def test_stop_of_a_finished_run_is_not_stoppable(workflow):
 
 
 def test_stop_of_another_workflows_run_is_not_found(workflow, other_workflow):
-    theirs = services.chat_send(workflow=other_workflow, text="Hi")
+    theirs = services.chat_send(owner_id=other_workflow.owner_id, workflow_id=other_workflow.pk, text="Hi")
 
     with pytest.raises(ApplicationError) as refused:
         services.chat_stop(workflow=workflow, run_id=theirs.run.run_id)
@@ -148,7 +150,7 @@ def test_stop_of_another_workflows_run_is_not_found(workflow, other_workflow):
 
 
 def test_a_run_that_finishes_before_it_hears_the_stop_still_ends_stopped(workflow):
-    admission = services.chat_send(workflow=workflow, text="Hi")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
     services.run_claim(run_id=admission.run.run_id, claimant="worker-1")
     services.chat_stop(workflow=workflow, run_id=admission.run.run_id)
 
@@ -165,7 +167,7 @@ def test_a_run_that_finishes_before_it_hears_the_stop_still_ends_stopped(workflo
 
 
 def test_end_run_stops_a_live_run_keeping_its_draft_and_frees_the_lane(workflow):
-    admission = services.chat_send(workflow=workflow, text="Hi")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
     services.run_claim(run_id=admission.run.run_id, claimant="worker-1")
     services.run_save_draft(run_id=admission.run.run_id, claimant="worker-1", text="Half an", steps=[], seq=2)
 
@@ -176,11 +178,13 @@ def test_end_run_stops_a_live_run_keeping_its_draft_and_frees_the_lane(workflow)
     reply = ChatMessage.objects.get(role="assistant")
     assert (reply.text, reply.status) == ("Half an", "stopped")
     assert services.chat_end_run(run_id=admission.run.run_id) is None
-    assert services.chat_send(workflow=workflow, text="again").created is True
+    assert (
+        services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="again").created is True
+    )
 
 
 def test_the_admin_end_run_action_ends_the_selected_live_runs(client, staff, workflow):
-    admission = services.chat_send(workflow=workflow, text="Hi")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
     client.force_login(staff)
 
     response = client.post(

@@ -17,7 +17,7 @@ NOTHING = {"not_delivered": 0, "stopped": 0, "timed_out": 0, "interrupted": 0}
 
 def running(workflow: Any, *, draft: str = "") -> ChatRun:
     """A run claimed by a worker, optionally with a durable draft."""
-    admission = services.chat_send(workflow=workflow, text="Hi")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
     run = services.run_claim(run_id=admission.run.run_id, claimant="worker-1")
     assert run is not None
     if draft:
@@ -30,11 +30,11 @@ def heartbeat_at(run: ChatRun, when: Any) -> None:
 
 
 def lane_is_free(workflow: Any) -> bool:
-    return services.chat_send(workflow=workflow, text="next").created
+    return services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="next").created
 
 
 def test_a_queued_run_nobody_claimed_within_120_s_ends_not_delivered(workflow):
-    admission = services.chat_send(workflow=workflow, text="Hi")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
     created = ChatRun.objects.get().created_at
 
     assert services.watchdog_pass(now=created + timedelta(seconds=119)) == NOTHING
@@ -110,7 +110,7 @@ def test_an_interrupted_run_without_a_draft_posts_no_reply(workflow):
 
 
 def test_an_interrupted_run_leaves_its_claimed_notes_untold(workflow):
-    first = services.chat_send(workflow=workflow, text="Hi")
+    first = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
     services.run_claim(run_id=first.run.run_id, claimant="w")
     services.run_finish(run_id=first.run.run_id, claimant="w", outcome="finished", text="Hello!", seq=2)
     services.chat_feedback(workflow=workflow, message_uid=first.run.reply_message_uid, value="up")
@@ -133,7 +133,7 @@ def test_a_healthy_running_run_is_left_alone(workflow):
 
 
 def test_ended_runs_are_never_touched(workflow):
-    admission = services.chat_send(workflow=workflow, text="Hi")
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
     services.chat_stop(workflow=workflow, run_id=admission.run.run_id)
     before = ChatRun.objects.values().get()
 
@@ -146,7 +146,7 @@ def test_one_sweep_ends_runs_of_several_workflows_each_by_its_rule(workflow, own
 
     settings.OPENCOMPANY_RUN_HEARTBEAT_TIMEOUT_S = 30
     second = make_workflow(owner, name="Second")
-    queued = services.chat_send(workflow=workflow, text="Hi")
+    queued = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hi")
     dead = running(second)
     later = max(ChatRun.objects.get(run_id=queued.run.run_id).created_at, dead.heartbeat_at) + timedelta(
         seconds=121

@@ -17,7 +17,7 @@ def test_every_admin_changelist_and_change_page_renders(client, staff, workflow,
     settings.OPENCOMPANY_RUN_EXECUTOR = "manual"
     settings.OPENCOMPANY_OFFLINE_PACING_MS = 0
     for text in ("remember that the gate code is 4321", "note check the gate", "hello"):
-        admission = chat_services.chat_send(workflow=workflow, text=text)
+        admission = chat_services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text=text)
         assert async_to_sync(execute_run)(admission.run.run_id) == "finished"
     client.force_login(staff)
 

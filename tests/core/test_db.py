@@ -57,10 +57,14 @@ def test_the_append_and_the_load_run_prepared(workflow):
 
 def test_the_chat_send_runs_prepared(workflow, settings):
     settings.OPENCOMPANY_RUN_EXECUTOR = "manual"  # no run of ours writes while the teardown truncates
-    first = chat_services.chat_send(workflow=workflow, text="first")  # creates the thread: the locked path
+    first = chat_services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="first"
+    )  # creates the thread: the locked path
     chat_services.run_finish(run_id=first.run.run_id, claimant=None, outcome="finished", text="ok", seq=1)
 
-    chat_services.chat_send(workflow=workflow, text="second")  # the one-statement send
+    chat_services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="second"
+    )  # the one-statement send
 
     assert len(_prepared("INSERT INTO chat_chatmessage")) == 1
 
@@ -79,7 +83,9 @@ def test_the_remember_runs_prepared(workflow):
 
 def test_the_draft_save_runs_prepared_and_only_for_its_claimant(workflow, settings):
     settings.OPENCOMPANY_RUN_EXECUTOR = "manual"
-    run_id = chat_services.chat_send(workflow=workflow, text="hello").run.run_id
+    run_id = chat_services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello"
+    ).run.run_id
     claimant = chat_services.new_claimant()
     assert chat_services.run_claim(run_id=run_id, claimant=claimant) is not None
     steps = [{"kind": "tool", "name": "memory", "status": "ok", "note": 'a "quoted" \\ step'}]

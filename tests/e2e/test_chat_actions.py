@@ -105,7 +105,9 @@ def long_thread(e2e_workflow: Any, settings: Any) -> int:
     settings.OPENCOMPANY_OFFLINE_PACING_MS = 0
     turns = 30
     for n in range(1, turns + 1):
-        admission = services.chat_send(workflow=e2e_workflow, text=f"Message number {n}")
+        admission = services.chat_send(
+            owner_id=e2e_workflow.owner_id, workflow_id=e2e_workflow.pk, text=f"Message number {n}"
+        )
         assert async_to_sync(execute_run)(admission.run.run_id) == "finished"
     return turns * 2
 

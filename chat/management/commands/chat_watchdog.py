@@ -2,6 +2,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from chat.services import watchdog_pass
+from chat.watchdog import run_watchdog_forever
+
 
 class Command(BaseCommand):
     help = "End chat runs nobody claimed, stuck stopping, past their timeout, or whose worker died."
@@ -11,9 +14,6 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=10.0, help="Seconds between passes.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from chat.services import watchdog_pass
-        from chat.watchdog import run_watchdog_forever
-
         if options["once"]:
             self.stdout.write(str(watchdog_pass()))
             return

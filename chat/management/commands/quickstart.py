@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
+from chat.watchdog import start_in_process_watchdog
 from graphs import services as graph_services
 from graphs.models import Workflow
 
@@ -116,13 +117,5 @@ class Command(BaseCommand):
         )
         if options["no_serve"]:
             return
-        self._start_background_services()
+        start_in_process_watchdog()  # the embedded default runs the chat watchdog in-process
         call_command("runserver", addr, use_reloader=False)
-
-    def _start_background_services(self) -> None:
-        """The chat watchdog runs in-process for the embedded default (added with the chat backend)."""
-        try:
-            from chat.watchdog import start_in_process_watchdog
-        except ImportError:
-            return
-        start_in_process_watchdog()

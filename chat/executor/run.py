@@ -1,0 +1,134 @@
+"""`execute_run`: claim a run, begin its turn, run the agent loop with a sink that appends per turn while
+the stream publishes its events, and end the run in one terminal state."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from chat import errors
+from chat import services as chat_services
+from chat.executor.prepare import prepare_run, provider_config
+from chat.executor.sink import ConversationSink
+from chat.executor.stop import listen_for_stop
+from chat.executor.stream import RunStream, heartbeat
+from chat.models import ChatRun
+from opencompany.core.asyncdb import db_call
+from opencompany.core.errors import ApplicationError
+from opencompany.llm.loop import LoopResult, ToolResultEvent, run_agent_loop
+from opencompany.llm.providers import ProviderError, TextDelta, ToolCallEvent, get_provider
+from opencompany.llm.providers.base import Request
+from opencompany.llm.tools import ToolContext, get_tool
+
+logger = logging.getLogger("chat.executor")
+
+
+async def execute_run(run_id: str, *, claimant: str | None = None, claimed: ChatRun | None = None) -> str:
+    """Claim the run and take it to one terminal state. Returns that state, or `not_claimed`.
+
+    `claimed`: the admission already claimed the run for this process and published `run.started`."""
+    if claimed is not None:
+        run = claimed
+        claimant = run.claimant
+    else:
+        claimant = claimant or chat_services.new_claimant()
+        claimed_now = await db_call(chat_services.run_claim)(run_id=run_id, claimant=claimant)
+        if claimed_now is None:
+            return "not_claimed"
+        run = claimed_now
+    stream = RunStream(run, claimant)
+    if claimed is None:
+        await stream.emit("run.started", chat_services.run_started_event(run), seq=run.last_seq)
+    stop = asyncio.Event()
+    listener = asyncio.ensure_future(listen_for_stop(run_id, stop))
+    beating = asyncio.ensure_future(heartbeat(stream))
+    outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
+    usage: dict[str, Any] = {}
+    try:
+        prepared = await db_call(prepare_run)(run, claimant=claimant)
+        provider = get_provider(prepared.model, config=provider_config())
+        tools = [t for t in (get_tool(name) for name in prepared.tool_names) if t is not None]
+        request = Request(
+            system_blocks=prepared.system_blocks,
+            messages=prepared.messages,
+            tools=tools,
+            settings=prepared.model,
+        )
+        context = ToolContext(
+            run_id=run.run_id,
+            workflow_id=run.workflow_id,
+            generation=run.generation,
+            agent_node_id=prepared.agent_node_id,
+            owner_id=prepared.owner_id,
+            extras={"memory_node_id": prepared.memory_node_id, "actor": f"agent:{run.run_id}"},
+        )
+        sink = ConversationSink(prepared.key, len(prepared.messages), prepared.digest)
+
+        async def on_event(event: Any) -> None:
+            if isinstance(event, TextDelta):
+                await stream.delta(event.text)
+            elif isinstance(event, ToolCallEvent):
+                block = event.block
+                await stream.step(
+                    {"id": str(block.get("id")), "name": str(block.get("name")), "state": "running"}
+                )
+            elif isinstance(event, ToolResultEvent):
+                for block in event.message.get("content", []):
+                    if block.get("type") == "tool_result":
+                        state = (
+                            "done" if block.get("status") == "ok" else str(block.get("status") or "failed")
+                        )
+                        await stream.step(
+                            {
+                                "id": str(block.get("tool_call_id")),
+                                "name": str(block.get("name")),
+                                "state": state,
+                            }
+                        )
+
+        result: LoopResult = await run_agent_loop(
+            request,
+            provider,
+            tools,
+            sink,
+            stop,
+            tool_context=context,
+            tool_result_max_chars=prepared.tool_result_max_chars,
+            policies=prepared.policies,
+            on_event=on_event,
+        )
+        usage = result.usage.as_dict()
+        if result.status == "finished":
+            outcome, code, message = "finished", "", ""
+        elif result.status == "stopped":
+            outcome, code, message = "stopped", "", ""
+        else:
+            outcome = "error"
+            code = result.error_code or result.status
+            message = result.error_message or "The run failed."
+    except ProviderError as exc:
+        outcome, code, message = "error", exc.code, exc.message
+    except ApplicationError as exc:
+        outcome, code, message = "error", exc.code, exc.message
+    except Exception as exc:
+        logger.exception("run failed run=%s error=%s", run_id, type(exc).__name__)
+        outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
+    finally:
+        listener.cancel()
+        beating.cancel()
+        await stream.flush_pending()
+    if stop.is_set() and outcome == "error" and code == errors.PERSIST_FAILED:
+        outcome = "stopped"
+    await db_call(chat_services.run_finish)(
+        run_id=run_id,
+        claimant=claimant,
+        outcome=outcome,
+        text=stream.text,
+        seq=stream.seq,
+        steps=stream.steps,
+        error_code=code,
+        error_message=message,
+        usage=usage,
+    )
+    return outcome

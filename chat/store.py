@@ -1,0 +1,395 @@
+"""The chat's two hot writes behind one interface: the send's admission and a run's draft save.
+
+`PostgresChatStore` sends each as one prepared statement (`opencompany.core.db.hot_fetchone`);
+`PortableChatStore` writes the same rows through the ORM, on any database. `ChatConfig.ready()` installs
+the implementation for the default database once, the way Django picks a database backend; services
+reach it through `chat_store()`. One test suite runs over both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache, cached_property
+from typing import Any, Protocol
+
+from django.db import IntegrityError, connection, models, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from chat.models import LIVE_STATES, ChatMessage, ChatRun, ChatThread
+from graphs.models import Deployment, Workflow
+from opencompany.core.db import hot_fetchone
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """What an admission wrote: the owner's message, its run, and the thread's revision after it."""
+
+    message: ChatMessage
+    run: ChatRun
+    revision: int
+
+
+class ChatStore(Protocol):
+    def send_admit(
+        self,
+        *,
+        workflow_id: str,
+        owner_id: int,
+        expected_revision: int | None,
+        run: Mapping[str, Any],
+        message: Mapping[str, Any],
+    ) -> Admitted | None:
+        """Admit the owner's message and its run in the common case, all or nothing.
+
+        The common case: the owner's thread exists, the workflow has a live deployment, no run is live
+        on the thread, no message carries the message's `client_message_id`, and the thread is at
+        `expected_revision` (when given). The message then hangs under the active leaf if that leaf
+        belongs to the live generation (else at the root) and becomes the leaf (revision + 1).
+
+        `run` and `message` hold the columns the caller decides; the store sets the thread, the
+        generation and the parent, and every other column takes its field's default. Returns None,
+        having written nothing, in every other case and whenever the store cannot take the fast path
+        (the caller then admits under the thread lock and answers with the precise code).
+        """
+        ...
+
+    def draft_save(
+        self,
+        *,
+        run_id: str,
+        claimant: str,
+        text: str,
+        steps: list[dict[str, Any]],
+        seq: int,
+        now: datetime,
+    ) -> bool:
+        """Store a live run's draft, seq and heartbeat if `claimant` holds it; False when it does not."""
+        ...
+
+
+# --- shared ---------------------------------------------------------------------------------------------
+
+_ROOT_PARENT = ChatMessage._meta.get_field("parent_uid").get_default()
+
+# The columns an admission decides itself (with the SQL expressions the PostgreSQL statement gives them).
+_RUN_DERIVED = {"thread_id": "ok.id", "workflow_id": "ok.workflow_id", "generation": "ok.generation"}
+_MESSAGE_DERIVED = {"thread_id": "ok.id", "generation": "ok.generation", "parent_uid": "parent.uid"}
+
+
+@cache
+def _insert_fields(model: type[models.Model]) -> dict[str, models.Field[Any, Any]]:
+    """The fields an insert writes, by attname: every concrete field but a database-generated key."""
+    return {f.attname: f for f in model._meta.concrete_fields if f is not model._meta.auto_field}
+
+
+def _column(field: models.Field[Any, Any]) -> str:
+    if field.column is None:
+        raise TypeError(f"{field.name} has no column")
+    return field.column
+
+
+def _row(
+    model: type[models.Model], supplied: Mapping[str, Any], *, skip: frozenset[str], now: datetime
+) -> dict[str, Any]:
+    """Every insert column of `model` but `skip`, by attname: the supplied value, else the field's
+    default (an `auto_now`/`auto_now_add` field takes `now`, as the ORM's save does)."""
+    fields = _insert_fields(model)
+    unknown = sorted(set(supplied) - set(fields))
+    if unknown:
+        raise TypeError(f"{model.__name__} has no columns {unknown}")
+    row: dict[str, Any] = {}
+    for attname, field in fields.items():
+        if attname in skip:
+            continue
+        if attname in supplied:
+            row[attname] = supplied[attname]
+        elif getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+            row[attname] = now
+        else:
+            row[attname] = field.get_default()
+    return row
+
+
+def _check_columns(
+    model: type[models.Model], supplied: Mapping[str, Any], *, decided: frozenset[str]
+) -> None:
+    taken = sorted(set(supplied) & decided)
+    if taken:
+        raise TypeError(f"the store decides {model.__name__} columns {taken}")
+
+
+# --- PostgreSQL -----------------------------------------------------------------------------------------
+
+
+def _quoted_list(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{value}'" for value in values)
+
+
+def _parameter_type(field: models.Field[Any, Any]) -> str:
+    """The type a parameter is cast to: the column's, but unbounded for text, so the column's own length
+    check refuses an over-long value instead of a cast cutting it short."""
+    if isinstance(field, models.CharField):
+        return str(connection.ops.cast_char_field_without_max_length)
+    return str(field.cast_db_type(connection))
+
+
+class PostgresChatStore:
+    """Each operation is one prepared statement with server-side binding."""
+
+    def _insert_lists(
+        self, model: type[models.Model], derived: Mapping[str, str], prefix: str
+    ) -> tuple[str, str]:
+        columns, values = [], []
+        for field in _insert_fields(model).values():
+            columns.append(_column(field))
+            if field.attname in derived:
+                values.append(derived[field.attname])
+            else:  # cast: a parameter in a SELECT list has no column to take its type from
+                values.append(f"%({prefix}{field.attname})s::{_parameter_type(field)}")
+        return ", ".join(columns), ", ".join(values)
+
+    @cached_property
+    def _send_sql(self) -> str:
+        run_columns, run_values = self._insert_lists(ChatRun, _RUN_DERIVED, "run_")
+        message_columns, message_values = self._insert_lists(ChatMessage, _MESSAGE_DERIVED, "msg_")
+        client_id_type = _parameter_type(_insert_fields(ChatMessage)["client_message_id"])
+        client_id = f"%(msg_client_message_id)s::{client_id_type}"
+        # The thread row is locked first; the lane and the client id are also guarded by their unique
+        # indexes, so a writer that committed while this statement waited makes it fail whole.
+        return f"""
+WITH th AS (
+    SELECT t.id, t.workflow_id, t.active_leaf_uid, t.revision FROM {ChatThread._meta.db_table} t
+    WHERE t.workflow_id = %(workflow_id)s
+      AND EXISTS (
+          SELECT 1 FROM {Workflow._meta.db_table} w
+          WHERE w.id = t.workflow_id AND w.owner_id = %(owner_id)s::bigint)
+    FOR UPDATE OF t
+), dep AS (
+    SELECT generation FROM {Deployment._meta.db_table}
+    WHERE workflow_id = %(workflow_id)s AND state = '{Deployment.State.LIVE}' ORDER BY id LIMIT 1
+), ok AS (
+    SELECT th.id, th.workflow_id, th.active_leaf_uid, dep.generation FROM th, dep
+    WHERE (%(expected_revision)s::bigint IS NULL OR th.revision = %(expected_revision)s::bigint)
+      AND NOT EXISTS (
+          SELECT 1 FROM {ChatRun._meta.db_table} r
+          WHERE r.thread_id = th.id AND r.state IN ({_quoted_list(LIVE_STATES)}))
+      AND (NOT %(check_client_id)s::boolean OR NOT EXISTS (
+          SELECT 1 FROM {ChatMessage._meta.db_table} m
+          WHERE m.thread_id = th.id AND m.client_message_id = {client_id}))
+), parent AS (
+    SELECT COALESCE((
+        SELECT m.uid FROM {ChatMessage._meta.db_table} m, ok
+        WHERE m.thread_id = ok.id AND m.uid = ok.active_leaf_uid AND m.generation = ok.generation
+    ), %(root_parent)s::varchar) AS uid
+), run AS (
+    INSERT INTO {ChatRun._meta.db_table} ({run_columns})
+    SELECT {run_values} FROM ok
+    RETURNING generation
+), msg AS (
+    INSERT INTO {ChatMessage._meta.db_table} ({message_columns})
+    SELECT {message_values} FROM ok, parent
+    RETURNING id, uid, parent_uid
+)
+UPDATE {ChatThread._meta.db_table} AS t
+SET active_leaf_uid = msg.uid, revision = t.revision + 1, updated_at = %(now)s::timestamptz
+FROM ok, msg, run WHERE t.id = ok.id
+RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
+"""  # noqa: S608 - identifiers and constants of our models; every value is a parameter
+
+    @cached_property
+    def _draft_sql(self) -> str:
+        return (
+            f"UPDATE {ChatRun._meta.db_table} SET draft_text = %(text)s, draft_steps = %(steps)s, "  # noqa: S608 - our table
+            "last_seq = %(seq)s, heartbeat_at = %(now)s "
+            "WHERE run_id = %(run_id)s AND claimant = %(claimant)s "
+            f"AND state IN ({_quoted_list(LIVE_STATES)}) RETURNING 1"
+        )
+
+    def send_admit(
+        self,
+        *,
+        workflow_id: str,
+        owner_id: int,
+        expected_revision: int | None,
+        run: Mapping[str, Any],
+        message: Mapping[str, Any],
+    ) -> Admitted | None:
+        # Inside a caller's transaction a failing statement would abort that transaction, which the
+        # locked path then could not use: there the locked path answers alone.
+        if connection.in_atomic_block:
+            return None
+        _check_columns(ChatRun, run, decided=frozenset(_RUN_DERIVED))
+        _check_columns(ChatMessage, message, decided=frozenset(_MESSAGE_DERIVED))
+        now = timezone.now()
+        run_row = _row(ChatRun, run, skip=frozenset(_RUN_DERIVED), now=now)
+        message_row = _row(ChatMessage, message, skip=frozenset(_MESSAGE_DERIVED), now=now)
+        params: dict[str, Any] = {
+            "workflow_id": workflow_id,
+            "owner_id": owner_id,
+            "expected_revision": expected_revision,
+            "check_client_id": bool(message_row["client_message_id"]),
+            "root_parent": _ROOT_PARENT,
+            "now": now,
+        }
+        for prefix, model, row in (("run_", ChatRun, run_row), ("msg_", ChatMessage, message_row)):
+            fields = _insert_fields(model)
+            for attname, value in row.items():
+                params[prefix + attname] = fields[attname].get_db_prep_save(value, connection)
+        try:
+            returned = hot_fetchone(self._send_sql, params)
+        except IntegrityError:
+            return None
+        if returned is None:
+            return None
+        thread_id, revision, message_id, parent_uid, generation = returned
+        stored_run = _stored(
+            ChatRun, {**run_row, "thread_id": thread_id, "workflow_id": workflow_id, "generation": generation}
+        )
+        stored_message = _stored(
+            ChatMessage,
+            {
+                **message_row,
+                "id": message_id,
+                "thread_id": thread_id,
+                "generation": generation,
+                "parent_uid": parent_uid,
+            },
+        )
+        return Admitted(message=stored_message, run=stored_run, revision=revision)
+
+    def draft_save(
+        self,
+        *,
+        run_id: str,
+        claimant: str,
+        text: str,
+        steps: list[dict[str, Any]],
+        seq: int,
+        now: datetime,
+    ) -> bool:
+        params = {
+            "text": text,
+            "steps": _insert_fields(ChatRun)["draft_steps"].get_db_prep_save(steps, connection),
+            "seq": seq,
+            "now": now,
+            "run_id": run_id,
+            "claimant": claimant,
+        }
+        return hot_fetchone(self._draft_sql, params) is not None
+
+
+def _stored[M: models.Model](model: type[M], values: Mapping[str, Any]) -> M:
+    """The instance of a row this store wrote, built as the ORM builds a loaded row."""
+    names = [f.attname for f in model._meta.concrete_fields]
+    return model.from_db(connection.alias, names, [values[name] for name in names])
+
+
+# --- portable -------------------------------------------------------------------------------------------
+
+
+class PortableChatStore:
+    """The same writes through the ORM, in one transaction (a savepoint inside a caller's)."""
+
+    def send_admit(
+        self,
+        *,
+        workflow_id: str,
+        owner_id: int,
+        expected_revision: int | None,
+        run: Mapping[str, Any],
+        message: Mapping[str, Any],
+    ) -> Admitted | None:
+        _check_columns(ChatRun, run, decided=frozenset(_RUN_DERIVED))
+        _check_columns(ChatMessage, message, decided=frozenset(_MESSAGE_DERIVED))
+        try:
+            with transaction.atomic():
+                return self._admit(workflow_id, owner_id, expected_revision, run, message)
+        except IntegrityError:  # a writer that committed first took the lane or the client id
+            return None
+
+    def _admit(
+        self,
+        workflow_id: str,
+        owner_id: int,
+        expected_revision: int | None,
+        run: Mapping[str, Any],
+        message: Mapping[str, Any],
+    ) -> Admitted | None:
+        thread = (
+            ChatThread.objects.select_for_update(of=("self",))
+            .filter(workflow_id=workflow_id, workflow__owner_id=owner_id)
+            .first()
+        )
+        if thread is None:
+            return None
+        generation = (
+            Deployment.objects.filter(workflow_id=workflow_id, state=Deployment.State.LIVE)
+            .order_by("id")
+            .values_list("generation", flat=True)
+            .first()
+        )
+        if generation is None:
+            return None
+        if expected_revision is not None and thread.revision != expected_revision:
+            return None
+        if ChatRun.objects.filter(thread=thread, state__in=LIVE_STATES).exists():
+            return None
+        client_id = message.get("client_message_id")
+        if client_id and ChatMessage.objects.filter(thread=thread, client_message_id=client_id).exists():
+            return None
+        leaf = thread.active_leaf_uid
+        on_leaf = ChatMessage.objects.filter(thread=thread, uid=leaf, generation=generation).exists()
+        parent = leaf if leaf and on_leaf else _ROOT_PARENT
+        created_run = ChatRun.objects.create(
+            thread=thread, workflow_id=thread.workflow_id, generation=generation, **run
+        )
+        created_message = ChatMessage.objects.create(
+            thread=thread, generation=generation, parent_uid=parent, **message
+        )
+        ChatThread.objects.filter(pk=thread.pk).update(
+            active_leaf_uid=created_message.uid, revision=F("revision") + 1, updated_at=timezone.now()
+        )
+        # The thread row is locked: its revision is the one read plus this admission.
+        return Admitted(message=created_message, run=created_run, revision=thread.revision + 1)
+
+    def draft_save(
+        self,
+        *,
+        run_id: str,
+        claimant: str,
+        text: str,
+        steps: list[dict[str, Any]],
+        seq: int,
+        now: datetime,
+    ) -> bool:
+        return bool(
+            ChatRun.objects.filter(run_id=run_id, claimant=claimant, state__in=LIVE_STATES).update(
+                draft_text=text, draft_steps=steps, last_seq=seq, heartbeat_at=now
+            )
+        )
+
+
+# --- the installed store --------------------------------------------------------------------------------
+
+_installed: ChatStore | None = None
+
+
+def chat_store_for_default_database() -> ChatStore:
+    """The implementation for the default database's backend."""
+    return PostgresChatStore() if connection.vendor == "postgresql" else PortableChatStore()
+
+
+def chat_store_install(store: ChatStore) -> None:
+    """Make `store` the one `chat_store()` answers (`ChatConfig.ready()` installs the default's)."""
+    global _installed
+    _installed = store
+
+
+def chat_store() -> ChatStore:
+    """The installed store."""
+    if _installed is None:
+        raise RuntimeError("No chat store is installed; the chat app's ready() installs it.")
+    return _installed

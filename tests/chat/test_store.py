@@ -1,0 +1,301 @@
+"""The chat store: both implementations admit and save drafts with the same rows and the same answers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import DataError, models
+from django.utils import timezone
+
+from chat import services
+from chat.models import ChatMessage, ChatRun, ChatThread
+from chat.store import (
+    ChatStore,
+    PortableChatStore,
+    PostgresChatStore,
+    chat_store,
+    chat_store_install,
+)
+from graphs import services as graph_services
+from opencompany.core.events import chat_group
+from opencompany.core.ids import mint_id
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(PostgresChatStore, marks=pytest.mark.postgres, id="postgres"),
+        pytest.param(PortableChatStore, id="portable"),
+    ]
+)
+def store(request: pytest.FixtureRequest) -> Iterator[ChatStore]:
+    """Each implementation, installed as the chat's store for the test."""
+    installed = chat_store()
+    chosen: ChatStore = request.param()
+    chat_store_install(chosen)
+    yield chosen
+    chat_store_install(installed)
+
+
+def columns(instance: models.Model) -> dict[str, Any]:
+    return {f.attname: getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields}
+
+
+def answered(workflow: Any, text: str = "first", client_message_id: str | None = None) -> Any:
+    """A message and its finished answer: the thread exists and the lane is free."""
+    admission = services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text=text, client_message_id=client_message_id
+    )
+    services.run_finish(
+        run_id=admission.run.run_id, claimant=None, outcome="finished", text="an answer", seq=1
+    )
+    return admission
+
+
+def admit(store: ChatStore, workflow: Any, **overrides: Any) -> Any:
+    run_id, uid = mint_id("run"), mint_id("m")
+    request: dict[str, Any] = {
+        "workflow_id": workflow.pk,
+        "owner_id": workflow.owner_id,
+        "expected_revision": None,
+        "run": {
+            "run_id": run_id,
+            "kind": ChatRun.Kind.MESSAGE,
+            "user_message_uid": uid,
+            "reply_message_uid": f"a_{run_id}",
+        },
+        "message": {
+            "uid": uid,
+            "role": ChatMessage.Role.USER,
+            "text": "second",
+            "run_id": run_id,
+            "client_message_id": "c-2",
+        },
+    }
+    request.update(overrides)
+    return store.send_admit(**request)
+
+
+def chat_rows() -> dict[str, Any]:
+    return {
+        "threads": list(ChatThread.objects.values_list("id", "active_leaf_uid", "revision")),
+        "messages": list(ChatMessage.objects.order_by("id").values_list("uid", "parent_uid", "text")),
+        "runs": list(ChatRun.objects.order_by("run_id").values_list("run_id", "state")),
+    }
+
+
+def test_an_admission_writes_the_message_and_the_run_it_returns_with_every_other_column_defaulted(
+    store: ChatStore, workflow: Any
+) -> None:
+    first = answered(workflow)
+    revision = ChatThread.objects.get(workflow=workflow).revision
+
+    admitted = admit(store, workflow)
+
+    message = ChatMessage.objects.get(uid=admitted.message.uid)
+    run = ChatRun.objects.get(run_id=admitted.run.run_id)
+    assert columns(admitted.message) == columns(message)
+    assert columns(admitted.run) == columns(run)
+    assert (admitted.message._state.adding, admitted.run._state.adding) == (False, False)
+    assert (message.parent_uid, message.generation, message.client_message_id) == (
+        first.run.reply_message_uid,
+        1,
+        "c-2",
+    )
+    assert (message.kind, message.status, message.meta, message.error_code, message.error_message) == (
+        "text",
+        "complete",
+        {},
+        "",
+        "",
+    )
+    assert (run.state, run.claimant, run.last_seq, run.heartbeat_at, run.started_at) == (
+        "queued",
+        "",
+        0,
+        None,
+        None,
+    )
+    assert (run.context_cursors, run.draft_text, run.draft_steps, run.usage, run.parent_run_id) == (
+        {},
+        "",
+        [],
+        {},
+        "",
+    )
+    assert (run.workflow_id, run.thread_id, run.generation) == (workflow.pk, message.thread_id, 1)
+    thread = ChatThread.objects.get(workflow=workflow)
+    assert (thread.active_leaf_uid, thread.revision, admitted.revision) == (
+        message.uid,
+        revision + 1,
+        revision + 1,
+    )
+
+
+def test_an_admission_writes_the_claim_columns_it_is_given(store: ChatStore, workflow: Any) -> None:
+    answered(workflow)
+    run_id, uid = mint_id("run"), mint_id("m")
+    claim = {"state": "running", "claimant": "here:1:abc", "last_seq": 1}
+
+    admitted = admit(
+        store,
+        workflow,
+        run={
+            "run_id": run_id,
+            "kind": "message",
+            "user_message_uid": uid,
+            "reply_message_uid": f"a_{run_id}",
+            **claim,
+        },
+        message={"uid": uid, "role": "user", "text": "claimed", "run_id": run_id},
+    )
+
+    run = ChatRun.objects.get(run_id=run_id)
+    assert (run.state, run.claimant, run.last_seq) == ("running", "here:1:abc", 1)
+    assert columns(admitted.run) == columns(run)
+    assert ChatMessage.objects.get(uid=uid).client_message_id == ""
+
+
+def _no_thread(workflow: Any, other_owner: Any) -> dict[str, Any]:
+    ChatThread.objects.filter(workflow=workflow).delete()
+    return {}
+
+
+def _foreign_owner(workflow: Any, other_owner: Any) -> dict[str, Any]:
+    return {"owner_id": other_owner.pk}
+
+
+def _not_live(workflow: Any, other_owner: Any) -> dict[str, Any]:
+    graph_services.workflow_reset(workflow=workflow, actor=workflow.owner)
+    return {}
+
+
+def _lane_taken(workflow: Any, other_owner: Any) -> dict[str, Any]:
+    services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="still answering")
+    return {}
+
+
+def _client_id_taken(workflow: Any, other_owner: Any) -> dict[str, Any]:
+    answered(workflow, "again", client_message_id="c-2")
+    return {}
+
+
+def _stale_revision(workflow: Any, other_owner: Any) -> dict[str, Any]:
+    return {"expected_revision": ChatThread.objects.get(workflow=workflow).revision - 1}
+
+
+@pytest.mark.parametrize(
+    "case", [_no_thread, _foreign_owner, _not_live, _lane_taken, _client_id_taken, _stale_revision]
+)
+def test_an_admission_outside_the_common_case_answers_none_and_writes_nothing(
+    store: ChatStore, workflow: Any, other_owner: Any, case: Any
+) -> None:
+    answered(workflow)
+    overrides = case(workflow, other_owner)
+    before = chat_rows()
+
+    assert admit(store, workflow, **overrides) is None
+
+    assert chat_rows() == before
+
+
+def test_a_message_hangs_at_the_root_when_the_leaf_is_of_an_older_generation(
+    store: ChatStore, workflow: Any
+) -> None:
+    answered(workflow)
+    graph_services.workflow_reset(workflow=workflow, actor=workflow.owner)
+    graph_services.workflow_deploy(workflow=workflow, actor=workflow.owner)
+
+    admitted = admit(store, workflow)
+
+    message = ChatMessage.objects.get(uid=admitted.message.uid)
+    assert (message.parent_uid, message.generation, admitted.run.generation) == ("", 2, 2)
+
+
+def test_a_send_through_either_store_answers_and_publishes_the_same(
+    store: ChatStore, workflow: Any, events: Any
+) -> None:
+    answered(workflow)
+    events.subscribe(chat_group(workflow.pk))
+    events.drain()
+
+    admission = services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="second", client_message_id="c-2"
+    )
+    again = services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="second", client_message_id="c-2"
+    )
+
+    thread = ChatThread.objects.get(workflow=workflow)
+    assert (admission.created, again.created) == (True, False)
+    assert again.message.uid == admission.message.uid
+    assert admission.revision == thread.revision
+    assert events.drain() == [
+        {
+            "type": "thread.updated",
+            "data": {"workflow_id": workflow.pk, "revision": thread.revision, "role": "user"},
+        }
+    ]
+
+
+def test_a_draft_is_saved_only_for_its_claimant_while_the_run_is_live(
+    store: ChatStore, workflow: Any
+) -> None:
+    run_id = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello").run.run_id
+    claimant = services.new_claimant()
+    services.run_claim(run_id=run_id, claimant=claimant)
+    steps = [{"id": "c1", "name": "memory", "state": "done", "note": 'a "quoted" \\ step'}]
+    now = timezone.now()
+
+    saved = store.draft_save(run_id=run_id, claimant=claimant, text="Half an", steps=steps, seq=4, now=now)
+    stale = store.draft_save(run_id=run_id, claimant="someone-else", text="x", steps=[], seq=9, now=now)
+
+    run = ChatRun.objects.get(run_id=run_id)
+    assert (saved, stale) == (True, False)
+    assert (run.draft_text, run.draft_steps, run.last_seq, run.heartbeat_at) == ("Half an", steps, 4, now)
+
+    services.run_finish(run_id=run_id, claimant=claimant, outcome="finished", text="Half an answer", seq=5)
+    ended = store.draft_save(run_id=run_id, claimant=claimant, text="late", steps=[], seq=9, now=now)
+
+    assert ended is False
+    assert ChatRun.objects.get(run_id=run_id).draft_text == "Half an answer"
+
+
+def test_the_installed_store_fits_the_default_database(on_postgres: bool) -> None:
+    assert type(chat_store()) is (PostgresChatStore if on_postgres else PortableChatStore)
+
+
+def test_a_column_the_store_decides_cannot_be_supplied(store: ChatStore, workflow: Any) -> None:
+    answered(workflow)
+    before = chat_rows()
+
+    with pytest.raises(TypeError):
+        admit(store, workflow, message={"uid": "m_x", "role": "user", "text": "x", "parent_uid": "elsewhere"})
+
+    assert chat_rows() == before
+
+
+@pytest.mark.postgres
+def test_an_over_long_value_is_refused_whole_never_cut_short(store: ChatStore, workflow: Any) -> None:
+    answered(workflow)
+    before = chat_rows()
+    run_id, uid = mint_id("run"), mint_id("m")
+
+    with pytest.raises(DataError):
+        admit(
+            store,
+            workflow,
+            run={
+                "run_id": run_id,
+                "kind": "message",
+                "user_message_uid": uid,
+                "reply_message_uid": f"a_{run_id}",
+                "claimant": "x" * 121,
+            },
+            message={"uid": uid, "role": "user", "text": "long claimant", "run_id": run_id},
+        )
+
+    assert chat_rows() == before
