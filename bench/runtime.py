@@ -2,7 +2,7 @@
 
 Each sample is one firing of the agent with the offline model at zero pacing: "remember that …" makes
 two iterations (a tool call with its in-memory tool round trip, then the final answer), committed into an
-in-memory sink. The history ahead of the firing is generated as in DESIGN §13 (seeded Zipf English-like
+in-memory sink. The history ahead of the firing is generated from a seed (Zipf English-like
 text, turns of 2-4 messages, tool results of 2-8 KB in about half the turns).
 
 Rows: the full loop with an async tool, the same with a sync tool (run through ``asyncio.to_thread``, as

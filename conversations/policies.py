@@ -1,4 +1,4 @@
-"""Transcript policies (DESIGN §6). The pure functions live in the runtime (`opencompany.llm.policies`,
+"""Transcript policies. The pure functions live in the runtime (`opencompany.llm.policies`,
 which may not import apps); this module is their home for the conversation store's callers."""
 
 from opencompany.llm.policies import (

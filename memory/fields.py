@@ -1,6 +1,6 @@
 """Field limits and normalization shared by the services, the selectors, the tool and the API.
 
-Limits follow the reference (§A.4/§A.10). Every refusal is `invalid_request` naming the field.
+Every refusal is `invalid_request` naming the field.
 """
 
 from __future__ import annotations
