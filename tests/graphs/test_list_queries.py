@@ -111,7 +111,7 @@ def test_workflows_page_runs_a_fixed_number_of_queries(
     expected = _workflows(owner, rows)
     # Messages join into the page's last-activity column; the states must survive that join.
     for workflow in Workflow.objects.filter(pk__in=[pk for pk, (_, s) in expected.items() if s == "live"]):
-        chat_services.chat_send(workflow=workflow, text="hello")
+        chat_services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
 
     with django_assert_num_queries(WORKFLOWS_PAGE_QUERIES):
         response = owner_browser.get("/?all=1")
