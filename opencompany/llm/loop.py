@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 from opencompany.core.json import canonical_json, json_size
 
+from .fidelity import PORTABLE, stamp
 from .policies import (
     DEFAULT_TOOL_RESULT_MAX_CHARS,
     DEFAULT_TRANSCRIPT_BUDGET_BYTES,
@@ -387,6 +388,8 @@ async def run_agent_loop(
                 text = "".join(streamed.text)
                 if text:
                     partial = make_assistant([make_text(text)], {"status": "stopped"})
+                    # Only the visible text of a cut-off stream is kept: no continuation state.
+                    partial = stamp(partial, runtime=getattr(provider, "name", "unknown"), fidelity=PORTABLE)
                     await commit(sink.final(partial, result.usage))
                     messages.append(partial)
                     result.final_message = partial

@@ -147,7 +147,8 @@ async def test_thinking_text_and_tool_use_stream_in_order_with_usage(loopback):
                 "name": "memory",
                 "arguments": {"operation": "remember", "content": "tea"},
             },
-        ]
+        ],
+        {"runtime": "anthropic", "fidelity": "provider_replayable"},
     )
     received = loopback.received[0]
     assert received.path == "/v1/messages"

@@ -5,7 +5,14 @@ import asyncio
 import pytest
 
 from opencompany.llm.loop import run_agent_loop
-from opencompany.llm.providers import ModelSettings, ProviderConfig, ProviderError, Request, get_provider
+from opencompany.llm.providers import (
+    CompatCapabilities,
+    ModelSettings,
+    ProviderConfig,
+    ProviderError,
+    Request,
+    get_provider,
+)
 from opencompany.llm.providers.base import Completed, TextDelta, ToolCallEvent, Usage
 from opencompany.llm.tools import ToolContext
 from opencompany.llm.wire import make_assistant, make_text, make_tool_result, make_user
@@ -13,11 +20,20 @@ from opencompany.llm.wire import make_assistant, make_text, make_tool_result, ma
 from .helpers import FakeMemory, FakeSink
 from .loopback import LoopbackServer, Reply, openai_sse
 
-SETTINGS = ModelSettings(provider="openai", model="gpt-test", max_output_tokens=256, context_window=100_000)
+SETTINGS = ModelSettings(
+    provider="openai_compatible", model="gpt-test", max_output_tokens=256, context_window=100_000
+)
+VERIFIED = CompatCapabilities(tools=True, json_arguments=True, streaming_usage=True, parallel_tool_calls=True)
 
 
-def _config(server: LoopbackServer, key: str | None = "sk-test") -> ProviderConfig:
-    return ProviderConfig(openai_api_key=key, openai_base_url=server.base_url + "/v1")
+def _config(
+    server: LoopbackServer, key: str | None = "sk-test", capabilities: CompatCapabilities | None = None
+) -> ProviderConfig:
+    return ProviderConfig(
+        openai_compatible_api_key=key,
+        openai_compatible_base_url=server.base_url + "/v1",
+        openai_compatible_capabilities=capabilities,
+    )
 
 
 def _chunk(delta=None, finish=None, usage=None):
@@ -85,7 +101,9 @@ async def test_text_streams_as_deltas_and_usage_includes_cached_tokens(loopback)
     assert [e for e in events if isinstance(e, Usage)] == [
         Usage(input_tokens=120, output_tokens=7, cache_read_tokens=64)
     ]
-    assert events[-1] == Completed(make_assistant([make_text("Hello, world")]))
+    assert events[-1] == Completed(
+        make_assistant([make_text("Hello, world")], {"runtime": "openai_compatible", "fidelity": "portable"})
+    )
     body = loopback.received[0].body
     assert loopback.received[0].path == "/v1/chat/completions"
     assert loopback.received[0].headers["authorization"] == "Bearer sk-test"
@@ -254,7 +272,7 @@ async def test_connection_refused_is_a_provider_error_without_status():
     server = LoopbackServer()
     base_url = server.base_url
     server.httpd.server_close()  # nothing listens there any more
-    provider = get_provider(SETTINGS, config=ProviderConfig(openai_api_key="k", openai_base_url=base_url))
+    provider = get_provider(SETTINGS, config=ProviderConfig(openai_compatible_base_url=base_url))
 
     with pytest.raises(ProviderError) as excinfo:
         await _collect(
@@ -282,16 +300,16 @@ async def test_loop_reports_a_provider_error_code(loopback):
 
 
 @pytest.mark.parametrize(
-    "settings_obj",
+    ("settings_obj", "config"),
     [
-        ModelSettings(provider="openai", model="gpt-test"),  # no key
-        ModelSettings(provider="openai", model=""),
-        ModelSettings(provider="mystery", model="m"),
+        (ModelSettings(provider="openai_compatible", model="m"), ProviderConfig()),  # no base URL
+        (ModelSettings(provider="openai_compatible", model=""), ProviderConfig(openai_compatible_base_url="x")),
+        (ModelSettings(provider="mystery", model="m"), ProviderConfig()),
     ],
 )
-def test_configuration_errors_are_raised_before_any_request(loopback, settings_obj):
+def test_configuration_errors_are_raised_before_any_request(loopback, settings_obj, config):
     with pytest.raises(ProviderError) as excinfo:
-        get_provider(settings_obj, config=_config(loopback, key=None))
+        get_provider(settings_obj, config=config)
 
     assert excinfo.value.code == "provider_not_configured"
     assert loopback.received == []
@@ -299,10 +317,11 @@ def test_configuration_errors_are_raised_before_any_request(loopback, settings_o
 
 def test_model_allowlist_is_enforced_before_any_request(loopback):
     config = ProviderConfig(
-        openai_api_key="k", openai_base_url=loopback.base_url, models={"openai": frozenset({"gpt-a"})}
+        openai_compatible_base_url=loopback.base_url, models={"openai_compatible": frozenset({"gpt-a"})}
     )
 
     with pytest.raises(ProviderError, match="not available"):
-        get_provider(ModelSettings(provider="openai", model="gpt-b"), config=config)
-    assert get_provider(ModelSettings(provider="openai", model="gpt-a"), config=config).fidelity == "portable"
+        get_provider(ModelSettings(provider="openai_compatible", model="gpt-b"), config=config)
+    provider = get_provider(ModelSettings(provider="openai_compatible", model="gpt-a"), config=config)
+    assert provider.fidelity == "portable"
     assert loopback.received == []
