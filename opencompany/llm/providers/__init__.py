@@ -92,6 +92,26 @@ def get_provider(settings_obj: ModelSettings, *, config: ProviderConfig) -> Prov
     )
 
 
+async def probe_capabilities(
+    *,
+    api_key: str | None,
+    base_url: str,
+    model: str,
+    timeout_s: float = 60.0,
+    max_tokens_param: str = "max_completion_tokens",
+) -> CompatCapabilities:
+    """Probe an OpenAI-compatible server for a model (network); raises ``ProviderError`` on failure."""
+    from .openai_compatible_probe import probe_openai_compatible  # the SDK loads only when used
+
+    return await probe_openai_compatible(
+        api_key=api_key or "unused",
+        base_url=base_url,
+        model=model,
+        timeout_s=timeout_s,
+        max_tokens_param=max_tokens_param,
+    )
+
+
 __all__ = [
     "PROVIDERS",
     "PROVIDER_ERROR",
@@ -113,4 +133,5 @@ __all__ = [
     "ToolCallEvent",
     "Usage",
     "get_provider",
+    "probe_capabilities",
 ]
