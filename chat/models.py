@@ -173,13 +173,17 @@ class ProviderProbe(models.Model):
 
     base_url = models.CharField(max_length=500)
     model = models.CharField(max_length=200)
-    capabilities = models.JSONField(default=dict, help_text="{tools, json_arguments, streaming_usage, parallel_tool_calls}")
+    capabilities = models.JSONField(
+        default=dict, help_text="{tools, json_arguments, streaming_usage, parallel_tool_calls}"
+    )
     fidelity = models.CharField(max_length=30)
     probed_at = models.DateTimeField()
 
     class Meta:
         ordering = ["base_url", "model"]
-        constraints = [models.UniqueConstraint(fields=["base_url", "model"], name="provider_probe_unique_model")]
+        constraints = [
+            models.UniqueConstraint(fields=["base_url", "model"], name="provider_probe_unique_model")
+        ]
 
     def __str__(self) -> str:
         return f"{self.model} at {self.base_url} ({self.fidelity})"

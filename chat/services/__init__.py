@@ -25,8 +25,8 @@ from chat.services._common import (
     run_dispatcher_register,
     run_started_event,
 )
-from chat.services.probes import provider_probe_record, provider_probes_forget
 from chat.services.branches import chat_clear, chat_edit, chat_feedback, chat_retry, chat_switch
+from chat.services.probes import provider_probe_record, provider_probes_forget
 from chat.services.runs import (
     RunBegun,
     chat_end_run,

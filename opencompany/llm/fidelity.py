@@ -37,7 +37,10 @@ _PORTABLE_FIELDS = {
 
 def stamp(message: Message, *, runtime: str, fidelity: Fidelity) -> Message:
     """``message`` with its runtime and fidelity recorded in its metadata (a new dict; the input is kept)."""
-    return {**message, "metadata": {**(message.get("metadata") or {}), "runtime": runtime, "fidelity": fidelity}}
+    return {
+        **message,
+        "metadata": {**(message.get("metadata") or {}), "runtime": runtime, "fidelity": fidelity},
+    }
 
 
 def runtime_of(message: Mapping[str, Any]) -> str | None:

@@ -256,15 +256,16 @@ async def _run_tool(
     name = call.get("name", "")
     spec = tools.get(name)
     result: Any
-    if spec is None:
-        available = ", ".join(sorted(tools)) or "none"
-        result = tool_error("unknown_tool", f"There is no tool named {name!r}. Available tools: {available}.")
-    elif "raw_arguments" in call:
+    # A call kept raw is answered as such first: a malformed call may not even name its tool.
+    if "raw_arguments" in call:
         result = tool_error(
             "invalid_arguments",
             f"The arguments were not valid ({call.get('parse_error')}). "
             "Call the tool again with a JSON object that matches its schema.",
         )
+    elif spec is None:
+        available = ", ".join(sorted(tools)) or "none"
+        result = tool_error("unknown_tool", f"There is no tool named {name!r}. Available tools: {available}.")
     else:
         arguments = call.get("arguments") or {}
         errors = validate_arguments(spec, arguments)

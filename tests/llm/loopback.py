@@ -46,7 +46,8 @@ def anthropic_sse(*events: dict[str, Any]) -> list[str]:
 def responses_sse(*events: dict[str, Any]) -> list[str]:
     """OpenAI Responses API streaming: named events, each numbered, no terminator."""
     return [
-        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': i})}\n\n" for i, e in enumerate(events)
+        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': i})}\n\n"
+        for i, e in enumerate(events)
     ]
 
 

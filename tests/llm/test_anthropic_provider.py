@@ -372,3 +372,108 @@ async def test_without_a_thinking_budget_no_thinking_or_temperature_is_sent(loop
     assert "temperature" not in body
     assert "thinking" not in body
     assert body["max_tokens"] == 100
+
+
+@pytest.mark.parametrize("budget", [512, 4096, 8000])
+async def test_a_thinking_budget_the_api_would_refuse_is_refused_before_any_request(loopback, budget):
+    settings_obj = ModelSettings(
+        provider="anthropic", model="claude-test", max_output_tokens=4096, thinking_budget=budget
+    )
+    provider = get_provider(settings_obj, config=_config(loopback))
+
+    with pytest.raises(ProviderError) as excinfo:
+        await _collect(
+            provider, Request(system_blocks=["s"], messages=[make_user("q")], tools=[], settings=settings_obj)
+        )
+
+    assert excinfo.value.code == "provider_not_configured"
+    assert loopback.received == []
+
+
+async def test_stop_mid_stream_keeps_the_partial_text_and_no_unsigned_thinking(loopback):
+    reply = Reply(
+        sse=anthropic_sse(
+            _start(),
+            _block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+            _delta(0, {"type": "thinking_delta", "thinking": "pondering"}),
+            _delta(0, {"type": "signature_delta", "signature": SIGNATURE}),
+            _stop(0),
+            _block_start(1, {"type": "text", "text": ""}),
+            _delta(1, {"type": "text_delta", "text": "Half an"}),
+            _delta(1, {"type": "text_delta", "text": " answer"}),
+            _stop(1),
+            *_end("end_turn", 9),
+        ),
+        hold_after=7,
+    )
+    loopback.replies.append(reply)
+    sink = FakeSink()
+    stop = asyncio.Event()
+    provider = get_provider(SETTINGS, config=_config(loopback))
+
+    def on_event(event):
+        if isinstance(event, TextDelta):
+            stop.set()
+
+    try:
+        result = await run_agent_loop(
+            Request(system_blocks=["s"], messages=[make_user("hi")], tools=[], settings=SETTINGS),
+            provider,
+            [],
+            sink,
+            stop,
+            tool_context=ToolContext(run_id="r1"),
+            on_event=on_event,
+        )
+    finally:
+        reply.release.set()
+
+    assert result.status == "stopped"
+    assert sink.calls == [
+        (
+            "final",
+            make_assistant(
+                [make_text("Half an")], {"status": "stopped", "runtime": "anthropic", "fidelity": "portable"}
+            ),
+        )
+    ]
+
+
+async def test_another_runtimes_opaque_state_never_reaches_anthropic(loopback):
+    loopback.replies.append(Reply(sse=_text_turn()))
+    provider = get_provider(SETTINGS, config=_config(loopback))
+    openai_turn = make_assistant(
+        [
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA-encrypted"},
+            {"type": "text", "text": "Tea, noted.", "item_id": "msg_1"},
+            {
+                "type": "provider_block",
+                "provider": "openai",
+                "block": {"type": "web_search_call", "id": "ws_1"},
+            },
+        ],
+        {"runtime": "openai", "fidelity": "provider_replayable"},
+    )
+    gemini_turn = make_assistant(
+        [{"type": "thinking", "thinking": "gemini thoughts", "thought_signature": "c2ln"}, make_text("Yes.")],
+        {"runtime": "gemini", "fidelity": "provider_replayable"},
+    )
+
+    await _collect(
+        provider,
+        Request(
+            system_blocks=["s"],
+            messages=[make_user("a"), openai_turn, make_user("b"), gemini_turn, make_user("c")],
+            tools=[],
+            settings=SETTINGS,
+        ),
+    )
+
+    raw = loopback.received[0].raw
+    assert b"gAAAA-encrypted" not in raw
+    assert b"gemini thoughts" not in raw
+    assert b"ws_1" not in raw
+    assert loopback.received[0].body["messages"][1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Tea, noted."}],
+    }

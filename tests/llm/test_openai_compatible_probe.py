@@ -8,7 +8,9 @@ from opencompany.llm.providers.openai_compatible_probe import probe_openai_compa
 from .loopback import LoopbackServer, Received, Reply, openai_sse
 
 USAGE = {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14}
-REFUSED = Reply(status=400, body={"error": {"message": "unsupported parameter", "type": "invalid_request_error"}})
+REFUSED = Reply(
+    status=400, body={"error": {"message": "unsupported parameter", "type": "invalid_request_error"}}
+)
 
 
 def _chunk(delta=None, finish=None, usage=None):
@@ -21,7 +23,12 @@ def _chunk(delta=None, finish=None, usage=None):
 
 
 def _call(index, call_id, arguments):
-    tc = {"index": index, "id": call_id, "type": "function", "function": {"name": "record_probe", "arguments": arguments}}
+    tc = {
+        "index": index,
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "record_probe", "arguments": arguments},
+    }
     return _chunk({"tool_calls": [tc]})
 
 
@@ -59,7 +66,9 @@ async def test_a_server_that_supports_everything_passes_and_is_replayable(loopba
 
     caps = await _probe(loopback)
 
-    assert caps == CompatCapabilities(tools=True, json_arguments=True, streaming_usage=True, parallel_tool_calls=True)
+    assert caps == CompatCapabilities(
+        tools=True, json_arguments=True, streaming_usage=True, parallel_tool_calls=True
+    )
     assert caps.fidelity == "provider_replayable"
     assert loopback.failures == []
     text, tools = (r.body for r in loopback.received)
@@ -75,7 +84,9 @@ async def test_a_server_refusing_stream_options_and_parallel_calls_is_asked_agai
 
     caps = await _probe(loopback)
 
-    assert caps == CompatCapabilities(tools=True, json_arguments=True, streaming_usage=False, parallel_tool_calls=False)
+    assert caps == CompatCapabilities(
+        tools=True, json_arguments=True, streaming_usage=False, parallel_tool_calls=False
+    )
     assert caps.fidelity == "portable"
     assert [("stream_options" in r.body, "parallel_tool_calls" in r.body) for r in loopback.received] == [
         (True, False),
@@ -90,7 +101,9 @@ async def test_a_server_refusing_tools_lacks_tools_and_json_arguments(loopback):
 
     caps = await _probe(loopback)
 
-    assert caps == CompatCapabilities(tools=False, json_arguments=False, streaming_usage=True, parallel_tool_calls=False)
+    assert caps == CompatCapabilities(
+        tools=False, json_arguments=False, streaming_usage=True, parallel_tool_calls=False
+    )
     assert len(loopback.received) == 3
 
 
@@ -128,3 +141,13 @@ async def test_an_unreachable_server_is_a_provider_error():
         await probe_openai_compatible(api_key="k", base_url=server.base_url + "/v1", model="m", timeout_s=5)
 
     assert (excinfo.value.code, excinfo.value.status) == ("provider_error", None)
+
+
+async def test_a_server_refusing_a_plain_streamed_request_is_a_provider_error(loopback):
+    loopback.replies.extend([REFUSED, REFUSED])
+
+    with pytest.raises(ProviderError) as excinfo:
+        await _probe(loopback)
+
+    assert (excinfo.value.code, excinfo.value.status) == ("provider_error", 400)
+    assert len(loopback.received) == 2

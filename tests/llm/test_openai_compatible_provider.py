@@ -303,7 +303,10 @@ async def test_loop_reports_a_provider_error_code(loopback):
     ("settings_obj", "config"),
     [
         (ModelSettings(provider="openai_compatible", model="m"), ProviderConfig()),  # no base URL
-        (ModelSettings(provider="openai_compatible", model=""), ProviderConfig(openai_compatible_base_url="x")),
+        (
+            ModelSettings(provider="openai_compatible", model=""),
+            ProviderConfig(openai_compatible_base_url="x"),
+        ),
         (ModelSettings(provider="mystery", model="m"), ProviderConfig()),
     ],
 )
@@ -343,12 +346,17 @@ async def test_a_verified_server_gets_every_feature_and_its_turns_are_replayable
     )
     memory = FakeMemory()
     provider = get_provider(SETTINGS, config=_config(loopback, capabilities=VERIFIED))
-    request = Request(system_blocks=["s"], messages=[make_user("list")], tools=[memory.spec()], settings=SETTINGS)
+    request = Request(
+        system_blocks=["s"], messages=[make_user("list")], tools=[memory.spec()], settings=SETTINGS
+    )
 
     events = await _collect(provider, request)
 
     assert provider.fidelity == "provider_replayable"
-    assert events[-1].message["metadata"] == {"runtime": "openai_compatible", "fidelity": "provider_replayable"}
+    assert events[-1].message["metadata"] == {
+        "runtime": "openai_compatible",
+        "fidelity": "provider_replayable",
+    }
     assert [e for e in events if isinstance(e, Usage)] == [Usage(input_tokens=30, output_tokens=4)]
     body = loopback.received[0].body
     assert body["stream_options"] == {"include_usage": True}
@@ -358,7 +366,9 @@ async def test_a_verified_server_gets_every_feature_and_its_turns_are_replayable
 
 async def test_features_the_server_lacks_are_not_sent_and_its_turns_stay_portable(loopback):
     loopback.replies.append(_text_reply())
-    caps = CompatCapabilities(tools=True, json_arguments=True, streaming_usage=False, parallel_tool_calls=False)
+    caps = CompatCapabilities(
+        tools=True, json_arguments=True, streaming_usage=False, parallel_tool_calls=False
+    )
     memory = FakeMemory()
     provider = get_provider(SETTINGS, config=_config(loopback, capabilities=caps))
 
@@ -427,7 +437,9 @@ async def test_a_turn_whose_reasoning_was_streamed_but_cannot_be_sent_back_is_po
 
 async def test_stop_mid_stream_keeps_the_partial_answer_and_closes_the_request(loopback):
     reply = Reply(
-        sse=openai_sse(_chunk({"content": "Half an"}), _chunk({"content": " answer"}), _chunk({}, finish="stop")),
+        sse=openai_sse(
+            _chunk({"content": "Half an"}), _chunk({"content": " answer"}), _chunk({}, finish="stop")
+        ),
         hold_after=1,
     )
     loopback.replies.append(reply)

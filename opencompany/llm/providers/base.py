@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from ..fidelity import PORTABLE, PROVIDER_REPLAYABLE, Fidelity
 from ..tools import ToolSpec

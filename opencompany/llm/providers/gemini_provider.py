@@ -7,8 +7,9 @@ as ``{"type": "provider_block", "provider": "gemini", "block": {...}}``. They ar
 on the next request. Signatures reach Gemini only from turns Gemini wrote.
 
 A function call Gemini could not form (finish reason ``MALFORMED_FUNCTION_CALL``) is kept raw: a
-``tool_call`` with the model's text as ``raw_arguments``; it is replayed as text, since it never was a
-function call part.
+``tool_call`` whose ``raw_arguments`` hold the service's finish message (Vertex sends the model's text;
+the Gemini API, through this SDK, sends none, so it is empty) and whose name is the one the text calls,
+else ``unknown``. It is replayed as text, since it never was a function call part.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def _signature(block: dict[str, Any]) -> bytes | None:
 
 
 def _textual_call(block: dict[str, Any]) -> str:
-    return f"[malformed call of {block['name']}: {block.get('raw_arguments', '')}]"
+    raw = block.get("raw_arguments") or ""
+    return f"[malformed function call: {raw}]" if raw else "[malformed function call]"
 
 
 def _model_parts(m: Message, called_with_id: set[str], textual: set[str]) -> list[types.Part]:
@@ -83,7 +85,12 @@ def _model_parts(m: Message, called_with_id: set[str], textual: set[str]) -> lis
                 called_with_id.add(call_id)
             call = types.FunctionCall(id=call_id, name=b["name"], args=dict(b.get("arguments") or {}))
             parts.append(types.Part(function_call=call, thought_signature=signature))
-        elif kind == PROVIDER_BLOCK and own and b.get("provider") == RUNTIME and isinstance(b.get("block"), dict):
+        elif (
+            kind == PROVIDER_BLOCK
+            and own
+            and b.get("provider") == RUNTIME
+            and isinstance(b.get("block"), dict)
+        ):
             parts.append(types.Part.model_validate_json(json.dumps(b["block"])))
     return parts
 
@@ -114,7 +121,7 @@ def to_gemini_contents(messages: list[Message]) -> list[types.Content]:
             call_id = result["tool_call_id"]
             content = result.get("content", "")
             if call_id in textual:
-                parts = [types.Part(text=f"[result of {result.get('name', '')}: {content}]")]
+                parts = [types.Part(text=f"[result of the malformed function call: {content}]")]
             else:
                 key = "output" if result.get("status") == "ok" else "error"
                 response = types.FunctionResponse(
@@ -157,7 +164,9 @@ def to_gemini_config(request: Request) -> types.GenerateContentConfig:
             )
         ]
     if s.thinking_budget:
-        config.thinking_config = types.ThinkingConfig(include_thoughts=True, thinking_budget=s.thinking_budget)
+        config.thinking_config = types.ThinkingConfig(
+            include_thoughts=True, thinking_budget=s.thinking_budget
+        )
     return config
 
 
@@ -209,7 +218,12 @@ class _Collector:
 
 
 def _call_block(call: types.FunctionCall, signature: bytes | None) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "tool_call", "id": call.id or "", "name": call.name or "", "arguments": {}}
+    block: dict[str, Any] = {
+        "type": "tool_call",
+        "id": call.id or "",
+        "name": call.name or "",
+        "arguments": {},
+    }
     if not call.id:
         # Gemini sent no id: one is assigned here and never sent back as if Gemini had made it.
         block["id"], block["local_id"] = f"gemini_{uuid.uuid4().hex[:16]}", True

@@ -14,9 +14,9 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ..fidelity import PORTABLE, stamp
 from ..policies import SUMMARIZE_INSTRUCTION
 from ..wire import Message, make_assistant, make_text, make_tool_call, text_of, tool_calls_of, tool_result_of
-from ..fidelity import PORTABLE, stamp
 from .base import Completed, Fidelity, ProviderEvent, Request, StopReason, TextDelta, ToolCallEvent, Usage
 
 OFFLINE_MODELS = frozenset({"offline-demo"})

@@ -49,7 +49,9 @@ TEXT_PROMPT = "Reply with the single word: ready."
 
 
 class _Refused(Exception):
-    pass
+    def __init__(self, error: openai.APIStatusError) -> None:
+        super().__init__(error.status_code)
+        self.error = error
 
 
 async def _stream(client: openai.AsyncOpenAI, params: dict[str, Any]) -> list[Any]:
@@ -59,7 +61,7 @@ async def _stream(client: openai.AsyncOpenAI, params: dict[str, Any]) -> list[An
             return [chunk async for chunk in stream]
     except openai.APIStatusError as exc:
         if exc.status_code in REFUSED:
-            raise _Refused from exc
+            raise _Refused(exc) from exc
         raise
 
 
@@ -130,7 +132,7 @@ async def probe_openai_compatible(
                     tools, chunks = False, []
             called, json_arguments = _arguments_ok(chunks) if tools else (False, False)
     except _Refused as exc:  # the plain text request itself was refused
-        raise map_openai_error(exc.__cause__ or exc) from exc
+        raise map_openai_error(exc.error) from exc
     except openai.OpenAIError as exc:
         logger.info("openai-compatible probe failed: %s", type(exc).__name__)
         raise map_openai_error(exc) from exc

@@ -54,7 +54,11 @@ def _call_arguments(block: dict[str, Any], own: bool) -> str:
 def _text_part(block: dict[str, Any]) -> dict[str, Any]:
     if block.get("part_type") == "refusal":
         return {"type": "refusal", "refusal": block.get("text", "")}
-    return {"type": "output_text", "text": block.get("text", ""), "annotations": block.get("annotations") or []}
+    return {
+        "type": "output_text",
+        "text": block.get("text", ""),
+        "annotations": block.get("annotations") or [],
+    }
 
 
 def _assistant_items(m: Message) -> list[dict[str, Any]]:
@@ -92,7 +96,12 @@ def _assistant_items(m: Message) -> list[dict[str, Any]]:
             if own and b.get("item_id"):
                 item["id"] = b["item_id"]
             items.append(item)
-        elif kind == PROVIDER_BLOCK and own and b.get("provider") == RUNTIME and isinstance(b.get("block"), dict):
+        elif (
+            kind == PROVIDER_BLOCK
+            and own
+            and b.get("provider") == RUNTIME
+            and isinstance(b.get("block"), dict)
+        ):
             items.append(b["block"])
     return items
 
@@ -183,17 +192,17 @@ def blocks_of_item(item: Any) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []
         phase = getattr(item, "phase", None)
         for part in item.content or ():
-            block: dict[str, Any] = {"type": "text", "item_id": item.id}
+            part_block: dict[str, Any] = {"type": "text", "item_id": item.id}
             if phase:
-                block["phase"] = phase
+                part_block["phase"] = phase
             if part.type == "output_text":
-                block["text"] = part.text
+                part_block["text"] = part.text
                 annotations = [a.model_dump(mode="json", exclude_none=True) for a in part.annotations or ()]
                 if annotations:
-                    block["annotations"] = annotations
+                    part_block["annotations"] = annotations
             else:
-                block["text"], block["part_type"] = part.refusal, "refusal"
-            blocks.append(block)
+                part_block["text"], part_block["part_type"] = part.refusal, "refusal"
+            blocks.append(part_block)
         return blocks
     return [{"type": PROVIDER_BLOCK, "provider": RUNTIME, "block": _dump(item)}]
 
