@@ -78,7 +78,7 @@ def _anthropic_thinking_answer(received: Received) -> Reply:
         "cache_read_input_tokens": 0,
         "cache_creation_input_tokens": 0,
     }
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_1",
         "type": "message",
         "role": "assistant",
