@@ -3,6 +3,7 @@ staff), later runs reuse it, and what the server lacks is not sent."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -172,3 +173,35 @@ def test_staff_see_each_stored_turns_runtime_and_fidelity(owner, server, client,
     assert (
         head_page.text.count("openai_compatible · portable · epoch 1") == 2
     )  # the latest turn, the inline row
+
+
+def test_the_probe_command_probes_now_and_keeps_the_answer(server):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    server.replies.extend([_no_stream_options] * 4)
+    out = StringIO()
+
+    call_command("probe_provider", "llama", stdout=out)
+
+    assert json.loads(out.getvalue()) == {
+        "model": "llama",
+        "fidelity": "portable",
+        "tools": True,
+        "json_arguments": True,
+        "streaming_usage": False,
+        "parallel_tool_calls": False,
+    }
+    assert ProviderProbe.objects.get().model == "llama"
+
+
+def test_the_probe_command_reports_a_server_it_cannot_probe_and_keeps_nothing(server):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    server.replies.append(Reply(status=503, body={"error": {"message": "loading"}}))
+
+    with pytest.raises(CommandError, match="provider_error"):
+        call_command("probe_provider", "llama")
+    assert ProviderProbe.objects.exists() is False
