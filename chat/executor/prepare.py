@@ -17,7 +17,13 @@ from graphs.wiring import chat_agent, has_context, node_parameters, wired_tools
 from memory.tools import TOOL_NAME as MEMORY_TOOL_NAME
 from opencompany.core.errors import ApplicationError
 from opencompany.llm.loop import LoopPolicies
-from opencompany.llm.providers import CompatCapabilities, ModelSettings, ProviderConfig
+from opencompany.llm.providers import (
+    CompatCapabilities,
+    ModelSettings,
+    ProviderConfig,
+    ProviderError,
+    get_provider,
+)
 from opencompany.llm.wire import Message
 
 DEFAULT_MODELS = {"offline": "offline-demo"}
@@ -71,6 +77,16 @@ def provider_config(*, capabilities: CompatCapabilities | None = None) -> Provid
     )
 
 
+def _runtime(model: ModelSettings) -> str | None:
+    """The runtime the run will talk to, or None when its provider is not configured: the run then
+    fails building its provider, and the stored conversation is not handed off for it."""
+    try:
+        get_provider(model, config=provider_config())
+    except ProviderError:
+        return None
+    return model.provider
+
+
 def prepare_run(run: ChatRun, *, claimant: str) -> Prepared:
     """Resolve the deployed graph's answering agent, its model and tools, and begin the run's turn
     (`run_begin`: the owner's turn, with untold chat notes as bracketed lines ahead of the text, is
@@ -97,7 +113,7 @@ def prepare_run(run: ChatRun, *, claimant: str) -> Prepared:
     if key is not None:
         tool_names.append(NOTES_TOOL_NAME)  # the agent's working notes live with its stored conversation
     model = _model_settings(params)
-    begun = chat_services.run_begin(run_id=run.run_id, claimant=claimant, key=key, runtime=model.provider)
+    begun = chat_services.run_begin(run_id=run.run_id, claimant=claimant, key=key, runtime=_runtime(model))
     system_prompt = str(params.get("system_prompt") or "You are a helpful assistant.")
     ratio = params.get("compaction_ratio")
     return Prepared(

@@ -253,3 +253,21 @@ def test_the_next_turn_on_the_same_runtime_stays_in_its_epoch_and_replays_its_ow
         1,
     ]
     assert ConversationArchive.objects.exists() is False
+
+
+def test_a_switch_to_a_provider_that_is_not_configured_fails_the_run_and_hands_nothing_off(
+    owner, server, settings
+):
+    workflow = make_workflow(owner, _graph("anthropic", "claude-test", thinking_budget=1024))
+    server.replies.append(_anthropic_thinking_answer)
+    _send_and_run(workflow, "Remember that I like tea.")
+    settings.OPENAI_API_KEY = ""
+    _switch(workflow, "openai", "gpt-test")
+
+    run = _send_and_run(workflow, "What do I like?")
+
+    assert (run.state, run.error_code) == ("error", "provider_not_configured")
+    assert len(server.received) == 1
+    assert ConversationArchive.objects.exists() is False
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=node_id(workflow, "aiAgent"))
+    assert conversation_load(key=key)[1]["content"][0]["signature"] == SIGNATURE

@@ -11,7 +11,7 @@ from opencompany.llm.tools import ToolContext
 from opencompany.llm.wire import make_assistant, make_text, make_tool_result, make_user
 
 from .helpers import FakeMemory, FakeSink
-from .loopback import LoopbackServer, Reply, anthropic_sse
+from .loopback import LoopbackServer, Received, Reply, anthropic_sse
 
 SETTINGS = ModelSettings(
     provider="anthropic",
@@ -173,8 +173,34 @@ async def test_thinking_text_and_tool_use_stream_in_order_with_usage(loopback):
 
 
 async def test_signed_thinking_is_replayed_byte_identically_on_the_next_request(loopback):
-    loopback.replies.append(Reply(sse=_thinking_tool_turn()))
-    loopback.replies.append(Reply(sse=_text_turn("I'll remember that you like tea.")))
+    def replayed(received: Received) -> Reply:
+        first = loopback.received[0]
+        assert received.body["system"] == first.body["system"]
+        assert received.body["messages"][1] == {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": THINKING, "signature": SIGNATURE},
+                {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
+                {"type": "text", "text": "Saving that."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "memory",
+                    "input": {"operation": "remember", "content": "tea"},
+                },
+            ],
+        }
+        # the exact bytes of the signature and the redacted data reach the server
+        compact = received.raw.replace(b": ", b":")
+        assert ('"signature":"' + SIGNATURE + '"').encode() in compact
+        assert b'"data":"EmwKAhgBEgy3va3pzix/LafPsn4a"' in compact
+        tool_turn = received.body["messages"][2]
+        assert tool_turn["role"] == "user"
+        assert tool_turn["content"][0]["type"] == "tool_result"
+        assert tool_turn["content"][0]["tool_use_id"] == "toolu_1"
+        return Reply(sse=_text_turn("I'll remember that you like tea."))
+
+    loopback.replies.extend([Reply(sse=_thinking_tool_turn()), replayed])
     memory = FakeMemory()
     sink = FakeSink()
     provider = get_provider(SETTINGS, config=_config(loopback))
@@ -189,34 +215,51 @@ async def test_signed_thinking_is_replayed_byte_identically_on_the_next_request(
         request, provider, [memory.spec()], sink, asyncio.Event(), tool_context=ToolContext(run_id="r1")
     )
 
+    assert loopback.failures == []
     assert result.status == "finished"
     assert sink.kinds == ["assistant", "tool_result", "final"]
-    first, second = loopback.received
-    assert second.body["system"] == first.body["system"]
-    assert second.body["messages"][1] == {
-        "role": "assistant",
-        "content": [
-            {"type": "thinking", "thinking": THINKING, "signature": SIGNATURE},
-            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
-            {"type": "text", "text": "Saving that."},
-            {
-                "type": "tool_use",
-                "id": "toolu_1",
-                "name": "memory",
-                "input": {"operation": "remember", "content": "tea"},
-            },
-        ],
-    }
-    # the exact bytes of the signature and the thinking text reach the server
-    assert ('"signature":"' + SIGNATURE + '"').encode() in second.raw.replace(b": ", b":")
-    tool_turn = second.body["messages"][2]
-    assert tool_turn["role"] == "user"
-    assert tool_turn["content"][0]["type"] == "tool_result"
-    assert tool_turn["content"][0]["tool_use_id"] == "toolu_1"
     assert [i["content"] for i in memory.items.values()] == ["tea"]
     assert result.usage == Usage(
         input_tokens=1060, output_tokens=45, cache_read_tokens=900, cache_write_tokens=100
     )
+
+
+async def test_malformed_streamed_tool_input_is_kept_raw_and_the_model_gets_an_error_result(loopback):
+    def replayed(received: Received) -> Reply:
+        assistant, results = received.body["messages"][1:3]
+        assert assistant["content"] == [{"type": "tool_use", "id": "toolu_9", "name": "memory", "input": {}}]
+        assert results["content"][0]["tool_use_id"] == "toolu_9"
+        assert results["content"][0]["is_error"] is True
+        assert '"invalid_arguments"' in results["content"][0]["content"]
+        return Reply(sse=_text_turn("Sorry."))
+
+    broken = anthropic_sse(
+        _start(),
+        _block_start(0, {"type": "tool_use", "id": "toolu_9", "name": "memory", "input": {}}),
+        _delta(0, {"type": "input_json_delta", "partial_json": '{"operation": "remember", "content": '}),
+        _stop(0),
+        *_end("tool_use", 12),
+    )
+    loopback.replies.extend([Reply(sse=broken), replayed])
+    memory = FakeMemory()
+    sink = FakeSink()
+    provider = get_provider(SETTINGS, config=_config(loopback))
+
+    result = await run_agent_loop(
+        Request(system_blocks=["s"], messages=[make_user("remember tea")], tools=[], settings=SETTINGS),
+        provider,
+        [memory.spec()],
+        sink,
+        asyncio.Event(),
+        tool_context=ToolContext(run_id="r1"),
+    )
+
+    assert loopback.failures == []
+    assert result.status == "finished"
+    [block] = sink.calls[0][1]["content"]
+    assert block["raw_arguments"] == '{"operation": "remember", "content": '
+    assert block["parse_error"].startswith("invalid JSON")
+    assert memory.items == {}
 
 
 async def test_consecutive_tool_results_merge_into_one_user_message(loopback):
