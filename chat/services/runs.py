@@ -128,8 +128,9 @@ def run_begin(
     `key`: the answering agent's conversation, or None when the agent keeps none (then only the notes
     are claimed). `runtime`: the provider the run talks to; when the stored turns hold another
     runtime's opaque state, the conversation starts a new epoch with its portable hand-off (the original
-    archived) before the cursor is recorded. The conversation's head row stays locked from its load to the append. Refused with
-    `run_ended` (and nothing written) when the run is no longer live or no longer this claimant's.
+    archived) before the cursor is recorded. The conversation's head row stays locked from its load to
+    the append. Refused with `run_ended` (and nothing written) when the run is no longer live or no
+    longer this claimant's.
     """
     thread = _lock_thread_of(run_id)
     run = (
