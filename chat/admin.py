@@ -7,8 +7,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from chat.models import ChatFeedback, ChatMessage, ChatNote, ChatRun, ChatThread
-from chat.services import chat_end_run
+from chat.models import ChatFeedback, ChatMessage, ChatNote, ChatRun, ChatThread, ProviderProbe
+from chat.services import chat_end_run, provider_probes_forget
 from opencompany.core.admin import ReadOnlyMixin, pretty_json
 
 PREVIEW_CHARS = 120
@@ -153,3 +153,45 @@ class ChatFeedbackAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_filter = ("value",)
     search_fields = ("message_uid", "thread__workflow__id")
     readonly_fields = ("thread", "message_uid", "value", "updated_at")
+
+
+@admin.register(ProviderProbe)
+class ProviderProbeAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = (
+        "model",
+        "base_url",
+        "fidelity",
+        "tools",
+        "json_arguments",
+        "streaming_usage",
+        "parallel_tool_calls",
+        "probed_at",
+    )
+    list_filter = ("fidelity", "probed_at")
+    search_fields = ("model", "base_url")
+    readonly_fields = ("base_url", "model", "fidelity", "capabilities", "probed_at")
+    actions = ["probe_again"]
+
+    def _has(self, obj: ProviderProbe, name: str) -> bool:
+        return bool((obj.capabilities or {}).get(name))
+
+    @admin.display(boolean=True, description="tools")
+    def tools(self, obj: ProviderProbe) -> bool:
+        return self._has(obj, "tools")
+
+    @admin.display(boolean=True, description="JSON arguments")
+    def json_arguments(self, obj: ProviderProbe) -> bool:
+        return self._has(obj, "json_arguments")
+
+    @admin.display(boolean=True, description="streaming usage")
+    def streaming_usage(self, obj: ProviderProbe) -> bool:
+        return self._has(obj, "streaming_usage")
+
+    @admin.display(boolean=True, description="parallel tool calls")
+    def parallel_tool_calls(self, obj: ProviderProbe) -> bool:
+        return self._has(obj, "parallel_tool_calls")
+
+    @admin.action(description="Probe again on the next run")
+    def probe_again(self, request: HttpRequest, queryset: QuerySet[ProviderProbe]) -> None:
+        forgotten = provider_probes_forget(ids=list(queryset.values_list("pk", flat=True)))
+        self.message_user(request, f"{forgotten} server(s) will be probed again.", messages.SUCCESS)

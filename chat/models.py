@@ -165,3 +165,25 @@ class ChatFeedback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.message_uid}: {self.value}"
+
+
+class ProviderProbe(models.Model):
+    """What an OpenAI-compatible server was verified to support for one model: the capability probe's
+    answer, kept so runs reuse it instead of probing again."""
+
+    base_url = models.CharField(max_length=500)
+    model = models.CharField(max_length=200)
+    capabilities = models.JSONField(
+        default=dict, help_text="{tools, json_arguments, streaming_usage, parallel_tool_calls}"
+    )
+    fidelity = models.CharField(max_length=30)
+    probed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["base_url", "model"]
+        constraints = [
+            models.UniqueConstraint(fields=["base_url", "model"], name="provider_probe_unique_model")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} at {self.base_url} ({self.fidelity})"

@@ -4,12 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from chat.models import LIVE_STATES, TERMINAL_STATES, ChatFeedback, ChatMessage, ChatRun, ChatThread
+from django.utils import timezone
+
+from chat.models import (
+    LIVE_STATES,
+    TERMINAL_STATES,
+    ChatFeedback,
+    ChatMessage,
+    ChatRun,
+    ChatThread,
+    ProviderProbe,
+)
 from graphs.models import Workflow
 from graphs.selectors import live_deployment
 from opencompany.core.errors import not_found
+from opencompany.llm.providers import CompatCapabilities
 
 
 @dataclass
@@ -226,3 +238,15 @@ def message_rendered(*, message: ChatMessage) -> dict[str, Any]:
         )
     )
     return render_message(message, tree, runs, feedback, editable)
+
+
+def provider_probe_fresh(*, base_url: str, model: str, max_age_s: float) -> CompatCapabilities | None:
+    """The kept probe answer for `(base_url, model)` when younger than `max_age_s`, else None."""
+    row = (
+        ProviderProbe.objects.filter(
+            base_url=base_url, model=model, probed_at__gte=timezone.now() - timedelta(seconds=max_age_s)
+        )
+        .only("capabilities")
+        .first()
+    )
+    return CompatCapabilities.from_dict(row.capabilities) if row is not None else None

@@ -9,9 +9,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
+from conversations.selectors import conversation_fidelity
 from conversations.services import archive_purge, conversation_clear
 from conversations.types import ConversationKey
 from opencompany.core.admin import ReadOnlyMixin, pretty_json
+from opencompany.llm.fidelity import turn_fidelity
 from opencompany.llm.wire import text_of, tool_calls_of
 
 PREVIEW_CHARS = 160
@@ -28,13 +30,23 @@ def message_preview(wire: Any) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
+def _label(turn: dict[str, Any]) -> str:
+    return f"{turn['runtime'] or 'unknown'} · {turn['fidelity'] or 'not recorded'} · epoch {turn['epoch']}"
+
+
+def fidelity_label(wire: Any) -> str:
+    """`runtime · fidelity · epoch N` of an assistant turn, "" for other messages."""
+    turn = turn_fidelity(wire) if isinstance(wire, dict) else None
+    return _label(turn) if turn is not None else ""
+
+
 class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin):
     pass
 
 
 class ConversationMessageInline(admin.TabularInline):
     model = ConversationMessage
-    fields = ("seq", "role", "preview", "size", "digest", "created_at")
+    fields = ("seq", "role", "preview", "fidelity", "size", "digest", "created_at")
     readonly_fields = fields
     ordering = ("seq",)
     extra = 0
@@ -54,6 +66,10 @@ class ConversationMessageInline(admin.TabularInline):
     @admin.display(description="preview")
     def preview(self, obj: ConversationMessage) -> str:
         return message_preview(obj.wire)
+
+    @admin.display(description="runtime · fidelity")
+    def fidelity(self, obj: ConversationMessage) -> str:
+        return fidelity_label(obj.wire)
 
 
 @admin.register(AgentConversation)
@@ -86,6 +102,7 @@ class AgentConversationAdmin(ReadOnlyAdmin):
         "cache_read_tokens",
         "cache_write_tokens",
         "last_input_tokens",
+        "current_fidelity",
         "notes_pretty",
         "notes_revision",
         "created_at",
@@ -103,6 +120,14 @@ class AgentConversationAdmin(ReadOnlyAdmin):
     def notes_pretty(self, obj: AgentConversation) -> str:
         return pretty_json(obj.notes)
 
+    @admin.display(description="runtime · fidelity (latest turn)")
+    def current_fidelity(self, obj: AgentConversation) -> str:
+        key = ConversationKey(
+            workflow_id=obj.workflow_id, generation=obj.generation, agent_node_id=obj.agent_node_id
+        )
+        turn = conversation_fidelity(key=key)
+        return _label(turn) if turn is not None else "no assistant turn yet"
+
     @admin.action(description="Clear (archive, then empty) the selected conversations")
     def clear_conversations(self, request: HttpRequest, queryset: QuerySet[AgentConversation]) -> None:
         cleared = 0
@@ -116,16 +141,29 @@ class AgentConversationAdmin(ReadOnlyAdmin):
 
 @admin.register(ConversationMessage)
 class ConversationMessageAdmin(ReadOnlyAdmin):
-    list_display = ("conversation", "seq", "role", "preview", "size", "created_at")
+    list_display = ("conversation", "seq", "role", "preview", "fidelity", "size", "created_at")
     list_select_related = ("conversation",)
     search_fields = ("conversation__workflow_id", "conversation__agent_node_id", "digest")
-    readonly_fields = ("conversation", "seq", "role", "digest", "size", "created_at", "wire_pretty")
+    readonly_fields = (
+        "conversation",
+        "seq",
+        "role",
+        "fidelity",
+        "digest",
+        "size",
+        "created_at",
+        "wire_pretty",
+    )
     exclude = ("wire",)
     ordering = ("conversation_id", "seq")
 
     @admin.display(description="preview")
     def preview(self, obj: ConversationMessage) -> str:
         return message_preview(obj.wire)
+
+    @admin.display(description="runtime · fidelity")
+    def fidelity(self, obj: ConversationMessage) -> str:
+        return fidelity_label(obj.wire)
 
     @admin.display(description="wire")
     def wire_pretty(self, obj: ConversationMessage) -> str:

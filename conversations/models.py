@@ -128,12 +128,14 @@ class ConversationMessage(models.Model):
 
 
 class ConversationArchive(models.Model):
-    """A copy of a conversation taken before it was emptied (clear, reset, Context removed)."""
+    """A copy of a conversation taken before it was emptied (clear, reset, Context removed) or rewritten
+    into its portable form when the agent moved to another provider (the old runtime's opaque state)."""
 
     class Reason(models.TextChoices):
         CLEARED = "cleared", "cleared"
         RESET = "reset", "reset"
         CONTEXT_REMOVED = "context_removed", "context removed"
+        PROVIDER_SWITCH = "provider_switch", "provider switch"
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversation_archives"

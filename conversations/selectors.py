@@ -13,6 +13,7 @@ from conversations.models import AgentConversation, ConversationMessage
 from conversations.store import conversation_store
 from conversations.types import ConversationCursor, ConversationKey, NotesState
 from opencompany.core.errors import ApplicationError
+from opencompany.llm.fidelity import turn_fidelity
 
 logger = logging.getLogger(__name__)
 
@@ -113,6 +114,31 @@ def conversation_messages_page(
         .only("seq", "wire", "digest", "created_at")[: limit + 1]
     )
     return rows[:limit], len(rows) > limit
+
+
+_FIDELITY_SCAN = 16
+
+
+def conversation_fidelity(*, key: ConversationKey) -> dict[str, Any] | None:
+    """`{runtime, fidelity, epoch}` of the latest assistant turn (None when there is none): the runtime
+    the conversation is on and what its stored state keeps. Reads newest first, a few rows at a time
+    (the latest turn is almost always among the last few messages)."""
+    rows = ConversationMessage.objects.filter(
+        conversation__workflow_id=key.workflow_id,
+        conversation__generation=key.generation,
+        conversation__agent_node_id=key.agent_node_id,
+    ).order_by("-seq")
+    before: int | None = None
+    while True:
+        page = rows if before is None else rows.filter(seq__lt=before)
+        batch = list(page.values_list("seq", "wire")[:_FIDELITY_SCAN])
+        for _, wire in batch:
+            found = turn_fidelity(wire) if isinstance(wire, dict) else None
+            if found is not None:
+                return found
+        if len(batch) < _FIDELITY_SCAN:
+            return None
+        before = batch[-1][0]
 
 
 def notes_read(*, key: ConversationKey) -> NotesState:

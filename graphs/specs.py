@@ -340,11 +340,19 @@ _AGENT_PARAMETERS: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "system_prompt": {"type": "string", "maxLength": 100_000},
-        "provider": {"type": "string", "enum": ["offline", "openai", "anthropic"], "default": "offline"},
+        "provider": {
+            "type": "string",
+            "enum": ["offline", "openai", "openai_compatible", "anthropic", "gemini"],
+            "default": "offline",
+        },
         "model": {"type": "string", "maxLength": 200},
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
         "max_output_tokens": {"type": "integer", "minimum": 1, "maximum": 200_000},
         "context_window": {"type": "integer", "minimum": 1024, "maximum": 10_000_000},
+        # Extended thinking (Anthropic, Gemini): the token budget; below max_output_tokens.
+        "thinking_budget": {"type": "integer", "minimum": 1024, "maximum": 200_000},
+        # An OpenAI reasoning model's effort (Responses API).
+        "reasoning_effort": {"type": "string", "enum": ["minimal", "low", "medium", "high"]},
         "compaction_ratio": {"type": "number", "minimum": 0.05, "maximum": 0.99},
         "tool_result_max_chars": {"type": "integer", "minimum": 0, "maximum": 10_000_000},
     },

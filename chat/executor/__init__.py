@@ -9,8 +9,9 @@ runs runs on any number of worker processes) or `manual` (nothing is started; te
 
 Modules: `dispatch` (where a run executes and how it is started; the chat app registers `dispatch_run`
 as the services' run dispatcher), `prepare` (the agent, model and tools, and the turn's beginning),
-`sink` (the per-turn appends), `stream` (events, draft and heartbeat), `stop` (the stop listener) and
-`run` (`execute_run`). Import the public names from this package.
+`probe` (the OpenAI-compatible server's verified capabilities), `sink` (the per-turn appends), `stream`
+(events, draft and heartbeat), `stop` (the stop listener) and `run` (`execute_run`). Import the public
+names from this package.
 """
 
 from chat.executor.dispatch import dispatch_run, run_loop_for_process, spawn

@@ -17,7 +17,13 @@ from graphs.wiring import chat_agent, has_context, node_parameters, wired_tools
 from memory.tools import TOOL_NAME as MEMORY_TOOL_NAME
 from opencompany.core.errors import ApplicationError
 from opencompany.llm.loop import LoopPolicies
-from opencompany.llm.providers import ModelSettings, ProviderConfig
+from opencompany.llm.providers import (
+    CompatCapabilities,
+    ModelSettings,
+    ProviderConfig,
+    ProviderError,
+    get_provider,
+)
 from opencompany.llm.wire import Message
 
 DEFAULT_MODELS = {"offline": "offline-demo"}
@@ -37,6 +43,7 @@ class Prepared:
     tool_result_max_chars: int
     tool_names: list[str] = field(default_factory=list)
     digest: str = ""
+    epoch: int = 1
 
 
 def _model_settings(params: dict[str, Any]) -> ModelSettings:
@@ -48,17 +55,36 @@ def _model_settings(params: dict[str, Any]) -> ModelSettings:
         temperature=params.get("temperature"),
         max_output_tokens=int(params.get("max_output_tokens") or 4096),
         context_window=int(params.get("context_window") or 128_000),
+        thinking_budget=int(params["thinking_budget"]) if params.get("thinking_budget") else None,
+        reasoning_effort=str(params["reasoning_effort"]) if params.get("reasoning_effort") else None,
     )
 
 
-def provider_config() -> ProviderConfig:
+def provider_config(*, capabilities: CompatCapabilities | None = None) -> ProviderConfig:
+    """The providers' credentials and endpoints from settings; `capabilities`: the probe's verdict for
+    the OpenAI-compatible server and model in use."""
     return ProviderConfig(
         openai_api_key=settings.OPENAI_API_KEY or None,
         openai_base_url=settings.OPENAI_BASE_URL or None,
+        openai_compatible_api_key=settings.OPENAI_COMPATIBLE_API_KEY or None,
+        openai_compatible_base_url=settings.OPENAI_COMPATIBLE_BASE_URL or None,
+        openai_compatible_capabilities=capabilities,
         anthropic_api_key=settings.ANTHROPIC_API_KEY or None,
         anthropic_base_url=settings.ANTHROPIC_BASE_URL or None,
+        gemini_api_key=settings.GEMINI_API_KEY or None,
+        gemini_base_url=settings.GEMINI_BASE_URL or None,
         offline_delay_ms=float(settings.OPENCOMPANY_OFFLINE_PACING_MS),
     )
+
+
+def _runtime(model: ModelSettings) -> str | None:
+    """The runtime the run will talk to, or None when its provider is not configured: the run then
+    fails building its provider, and the stored conversation is not handed off for it."""
+    try:
+        get_provider(model, config=provider_config())
+    except ProviderError:
+        return None
+    return model.provider
 
 
 def prepare_run(run: ChatRun, *, claimant: str) -> Prepared:
@@ -86,7 +112,8 @@ def prepare_run(run: ChatRun, *, claimant: str) -> Prepared:
     tool_names = list(dict.fromkeys(tool.tool_name for tool in tools))
     if key is not None:
         tool_names.append(NOTES_TOOL_NAME)  # the agent's working notes live with its stored conversation
-    begun = chat_services.run_begin(run_id=run.run_id, claimant=claimant, key=key)
+    model = _model_settings(params)
+    begun = chat_services.run_begin(run_id=run.run_id, claimant=claimant, key=key, runtime=_runtime(model))
     system_prompt = str(params.get("system_prompt") or "You are a helpful assistant.")
     ratio = params.get("compaction_ratio")
     return Prepared(
@@ -97,9 +124,10 @@ def prepare_run(run: ChatRun, *, claimant: str) -> Prepared:
         memory_node_id=next((t.node_id for t in tools if t.tool_name == MEMORY_TOOL_NAME), None),
         messages=begun.messages,
         system_blocks=[system_prompt, begun.notes_block] if begun.notes_block else [system_prompt],
-        model=_model_settings(params),
+        model=model,
         policies=LoopPolicies(compaction_ratio=float(ratio) if ratio else 0.8),
         tool_result_max_chars=int(params.get("tool_result_max_chars", 100_000)),
         tool_names=tool_names,
         digest=begun.digest,
+        epoch=begun.epoch,
     )

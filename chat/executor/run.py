@@ -9,7 +9,8 @@ from typing import Any
 
 from chat import errors
 from chat import services as chat_services
-from chat.executor.prepare import prepare_run, provider_config
+from chat.executor.prepare import prepare_run
+from chat.executor.probe import verified_config
 from chat.executor.sink import ConversationSink
 from chat.executor.stop import listen_for_stop
 from chat.executor.stream import RunStream, heartbeat
@@ -47,7 +48,7 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
     usage: dict[str, Any] = {}
     try:
         prepared = await db_call(prepare_run)(run, claimant=claimant)
-        provider = get_provider(prepared.model, config=provider_config())
+        provider = get_provider(prepared.model, config=await verified_config(prepared.model))
         tools = [t for t in (get_tool(name) for name in prepared.tool_names) if t is not None]
         request = Request(
             system_blocks=prepared.system_blocks,
@@ -63,7 +64,7 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
             owner_id=prepared.owner_id,
             extras={"memory_node_id": prepared.memory_node_id, "actor": f"agent:{run.run_id}"},
         )
-        sink = ConversationSink(prepared.key, len(prepared.messages), prepared.digest)
+        sink = ConversationSink(prepared.key, len(prepared.messages), prepared.digest, prepared.epoch)
 
         async def on_event(event: Any) -> None:
             if isinstance(event, TextDelta):

@@ -11,14 +11,18 @@ from opencompany.llm.wire import Message
 
 class ConversationSink:
     """Appends every committed message to the stored conversation (`conversation_append` with the
-    expected length, so a concurrent writer is refused rather than merged)."""
+    expected length, so a concurrent writer is refused rather than merged). Assistant turns are stamped
+    with the run's epoch."""
 
-    def __init__(self, key: ConversationKey | None, length: int, digest: str = "") -> None:
+    def __init__(self, key: ConversationKey | None, length: int, digest: str = "", epoch: int = 1) -> None:
         self.key = key
         self.length = length
         self.digest = digest
+        self.epoch = epoch
 
     async def _append(self, message: Message, usage: Usage | None = None) -> None:
+        if message.get("role") == "assistant":
+            message = {**message, "metadata": {**(message.get("metadata") or {}), "epoch": self.epoch}}
         if self.key is None:
             self.length += 1
             return

@@ -9,7 +9,8 @@ registers (`run_dispatcher_register`), so these services never import the execut
 The send's admission and a run's draft save go through the chat store (`chat.store`).
 
 Modules: `_common` (shared helpers, admission, dispatch, run and thread events), `send` (send, stop),
-`branches` (feedback, branch moves, clear), `runs` (a turn's notes and the run lifecycle). Import the
+`branches` (feedback, branch moves, clear), `runs` (a turn's notes and the run lifecycle), `probes` (the
+OpenAI-compatible capability probe's kept answers). Import the
 public names from this package.
 """
 
@@ -25,6 +26,7 @@ from chat.services._common import (
     run_started_event,
 )
 from chat.services.branches import chat_clear, chat_edit, chat_feedback, chat_retry, chat_switch
+from chat.services.probes import provider_probe_record, provider_probes_forget
 from chat.services.runs import (
     RunBegun,
     chat_end_run,
@@ -60,6 +62,8 @@ __all__ = [
     "new_claimant",
     "notes_claim",
     "notes_deliver",
+    "provider_probe_record",
+    "provider_probes_forget",
     "run_begin",
     "run_claim",
     "run_control_group",

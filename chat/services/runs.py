@@ -35,6 +35,7 @@ from conversations.selectors import (
 from conversations.types import ConversationKey
 from graphs.hooks import ResetContext
 from opencompany.core.events import chat_group, publish_on_commit
+from opencompany.llm.fidelity import epoch_for, plan_handoff
 from opencompany.llm.policies import close_unanswered_tool_calls
 from opencompany.llm.wire import Message, make_user
 
@@ -98,11 +99,13 @@ def run_claim(*, run_id: str, claimant: str) -> ChatRun | None:
 class RunBegun:
     """A run's turn as it began: the stored conversation the agent continues (tool calls a dead run left
     unanswered are closed) followed by the owner's turn, the agent's notes block, and the conversation's
-    head digest after the owner's turn ("" when the agent keeps no conversation)."""
+    head digest after the owner's turn ("" when the agent keeps no conversation), and the epoch the run's
+    turns belong to."""
 
     messages: list[Message]
     notes_block: str
     digest: str
+    epoch: int = 1
 
 
 def _lock_thread_of(run_id: str) -> ChatThread | None:
@@ -114,15 +117,20 @@ def _lock_thread_of(run_id: str) -> ChatThread | None:
 
 
 @transaction.atomic
-def run_begin(*, run_id: str, claimant: str, key: ConversationKey | None) -> RunBegun:
+def run_begin(
+    *, run_id: str, claimant: str, key: ConversationKey | None, runtime: str | None = None
+) -> RunBegun:
     """Begin a claimed run's turn, all in one transaction: claim the chat's untold notes for the run,
     repair the agent's stored conversation (close the tool calls a dead run left unanswered), record the
     conversation's cursor on the run (the prefix before this turn; the first record per agent wins),
     and append the owner's turn, the claimed notes as bracketed lines ahead of the owner's text.
 
     `key`: the answering agent's conversation, or None when the agent keeps none (then only the notes
-    are claimed). The conversation's head row stays locked from its load to the append. Refused with
-    `run_ended` (and nothing written) when the run is no longer live or no longer this claimant's.
+    are claimed). `runtime`: the provider the run talks to; when the stored turns hold another
+    runtime's opaque state, the conversation starts a new epoch with its portable hand-off (the original
+    archived) before the cursor is recorded. The conversation's head row stays locked from its load to
+    the append. Refused with `run_ended` (and nothing written) when the run is no longer live or no
+    longer this claimant's.
     """
     thread = _lock_thread_of(run_id)
     run = (
@@ -142,7 +150,11 @@ def run_begin(*, run_id: str, claimant: str, key: ConversationKey | None) -> Run
         return RunBegun(messages=[user], notes_block="", digest="")
     loaded = conversation_load(key=key) if head is not None else []
     stored = close_unanswered_tool_calls(loaded)
-    if stored != loaded:
+    handoff = plan_handoff(stored, runtime) if runtime is not None else None
+    if handoff is not None:
+        conversations.conversation_start_epoch(key=key, messages=handoff.messages)
+        stored = handoff.messages
+    elif stored != loaded:
         conversations.conversation_save(key=key, messages=stored)
     cursor = conversation_cursor(key=key)
     cursors = dict(run.context_cursors or {})
@@ -153,7 +165,8 @@ def run_begin(*, run_id: str, claimant: str, key: ConversationKey | None) -> Run
     written = conversations.conversation_append(
         key=key, messages=[user], expected_length=cursor.length, expected_digest=cursor.digest
     )
-    return RunBegun(messages=[*stored, user], notes_block=notes_block, digest=written.digest)
+    epoch = epoch_for(stored, runtime) if runtime is not None else 1
+    return RunBegun(messages=[*stored, user], notes_block=notes_block, digest=written.digest, epoch=epoch)
 
 
 def run_save_draft(*, run_id: str, claimant: str, text: str, steps: list[dict[str, Any]], seq: int) -> bool:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+
+from opencompany.llm.fidelity import turn_fidelity
 
 
 class ConversationQueryInput(serializers.Serializer):
@@ -33,10 +38,40 @@ class ConversationRowOutput(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
+class TurnFidelityOutput(serializers.Serializer):
+    runtime = serializers.CharField(allow_null=True, help_text="The provider runtime that wrote the turn.")
+    fidelity = serializers.ChoiceField(
+        choices=["provider_replayable", "portable"],
+        allow_null=True,
+        help_text="provider_replayable: the stored turn rebuilds that provider's next request with every "
+        "continuation state it exposed; portable: only the visible conversation is kept.",
+    )
+    epoch = serializers.IntegerField(help_text="A provider switch starts a new epoch.")
+
+
 class MessageRowOutput(serializers.Serializer):
     seq = serializers.IntegerField()
     created_at = serializers.DateTimeField()
     message = serializers.JSONField(source="wire")
+    runtime = serializers.SerializerMethodField()
+    fidelity = serializers.SerializerMethodField()
+    epoch = serializers.SerializerMethodField()
+
+    def _turn(self, row: Any) -> dict[str, Any]:
+        wire = row.wire if isinstance(row.wire, dict) else {}
+        return turn_fidelity(wire) or {"runtime": None, "fidelity": None, "epoch": None}
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_runtime(self, row: Any) -> str | None:
+        return self._turn(row)["runtime"]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_fidelity(self, row: Any) -> str | None:
+        return self._turn(row)["fidelity"]
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_epoch(self, row: Any) -> int | None:
+        return self._turn(row)["epoch"]
 
 
 class ConversationPageOutput(serializers.Serializer):
@@ -48,6 +83,9 @@ class ConversationPageOutput(serializers.Serializer):
     revision = serializers.IntegerField()
     notes = NoteEntryOutput(many=True)
     notes_revision = serializers.IntegerField()
+    fidelity = TurnFidelityOutput(
+        allow_null=True, help_text="The latest assistant turn's runtime and fidelity."
+    )
     messages = MessageRowOutput(many=True)
     next = serializers.CharField(allow_null=True)
 

@@ -11,7 +11,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.api import serializers as s
-from conversations.selectors import conversation_get, conversation_list, conversation_messages_page
+from conversations.selectors import (
+    conversation_fidelity,
+    conversation_get,
+    conversation_list,
+    conversation_messages_page,
+)
 from conversations.services import conversation_clear
 from conversations.types import ConversationKey
 from graphs.models import Workflow
@@ -68,6 +73,7 @@ class ConversationDetailView(APIView):
             "revision": head.revision if head else 0,
             "notes": head.notes if head else [],
             "notes_revision": head.notes_revision if head else 0,
+            "fidelity": conversation_fidelity(key=key) if head else None,
             "messages": rows,
             "next": pages.cursor_after(rows[-1].seq) if more else None,
         }

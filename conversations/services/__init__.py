@@ -8,7 +8,8 @@ Messages are validated as MessageWire and stored normalized; `digest[i] = sha256
 canonical_json(wire[i]))`, so a cursor `(length, digest)` is checked against one stored row.
 
 Modules: `_common` (message preparation, the head lock, the event, the row writer), `conversation`
-(append, save, rewind), `snapshots` (branch snapshots), `archive` (clear, archive, purge). Import the
+(append, save, rewind), `snapshots` (branch snapshots), `archive` (clear, archive, purge), `epoch` (a
+provider switch's portable hand-off). Import the
 public names from this package.
 """
 
@@ -20,6 +21,7 @@ from conversations.services.archive import (
     conversations_archive_for_workflow,
 )
 from conversations.services.conversation import conversation_append, conversation_rewind, conversation_save
+from conversations.services.epoch import EpochStart, conversation_start_epoch
 from conversations.services.snapshots import (
     BRANCH_SNAPSHOT_MAX_BYTES,
     BRANCH_SNAPSHOTS_PER_THREAD,
@@ -30,6 +32,7 @@ from conversations.services.snapshots import (
 __all__ = [
     "BRANCH_SNAPSHOTS_PER_THREAD",
     "BRANCH_SNAPSHOT_MAX_BYTES",
+    "EpochStart",
     "archive_purge",
     "branch_snapshot_keep",
     "branch_snapshot_restore",
@@ -40,6 +43,7 @@ __all__ = [
     "conversation_load",
     "conversation_rewind",
     "conversation_save",
+    "conversation_start_epoch",
     "conversations_archive_for_reset",
     "conversations_archive_for_workflow",
     "notes_read",

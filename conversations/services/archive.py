@@ -25,15 +25,15 @@ logger = logging.getLogger(__name__)
 # --- clear, archive, purge ----------------------------------------------------------------------------
 
 
-def _archive_and_empty(head: AgentConversation, reason: str) -> ConversationArchive:
-    """Copy the conversation into an archive, then empty it (messages and notes).
+def _archive_copy(head: AgentConversation, reason: str) -> ConversationArchive:
+    """Copy the conversation (messages and notes) into an archive; the conversation is not changed.
 
     Precondition: call inside the transaction that locked `head`.
     """
     messages = list(
         ConversationMessage.objects.filter(conversation=head).order_by("seq").values_list("wire", flat=True)
     )
-    archive = ConversationArchive.objects.create(
+    return ConversationArchive.objects.create(
         owner_id=head.owner_id,
         workflow_id=head.workflow_id,
         generation=head.generation,
@@ -45,6 +45,14 @@ def _archive_and_empty(head: AgentConversation, reason: str) -> ConversationArch
         bytes=head.bytes,
         revision=head.revision,
     )
+
+
+def _archive_and_empty(head: AgentConversation, reason: str) -> ConversationArchive:
+    """Copy the conversation into an archive, then empty it (messages and notes).
+
+    Precondition: call inside the transaction that locked `head`.
+    """
+    archive = _archive_copy(head, reason)
     ConversationMessage.objects.filter(conversation=head).delete()
     changes: dict[str, Any] = {
         "length": 0,

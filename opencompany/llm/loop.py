@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 from opencompany.core.json import canonical_json, json_size
 
+from .fidelity import PORTABLE, stamp
 from .policies import (
     DEFAULT_TOOL_RESULT_MAX_CHARS,
     DEFAULT_TRANSCRIPT_BUDGET_BYTES,
@@ -255,15 +256,16 @@ async def _run_tool(
     name = call.get("name", "")
     spec = tools.get(name)
     result: Any
-    if spec is None:
-        available = ", ".join(sorted(tools)) or "none"
-        result = tool_error("unknown_tool", f"There is no tool named {name!r}. Available tools: {available}.")
-    elif "raw_arguments" in call:
+    # A call kept raw is answered as such first: a malformed call may not even name its tool.
+    if "raw_arguments" in call:
         result = tool_error(
             "invalid_arguments",
             f"The arguments were not valid ({call.get('parse_error')}). "
             "Call the tool again with a JSON object that matches its schema.",
         )
+    elif spec is None:
+        available = ", ".join(sorted(tools)) or "none"
+        result = tool_error("unknown_tool", f"There is no tool named {name!r}. Available tools: {available}.")
     else:
         arguments = call.get("arguments") or {}
         errors = validate_arguments(spec, arguments)
@@ -387,6 +389,8 @@ async def run_agent_loop(
                 text = "".join(streamed.text)
                 if text:
                     partial = make_assistant([make_text(text)], {"status": "stopped"})
+                    # Only the visible text of a cut-off stream is kept: no continuation state.
+                    partial = stamp(partial, runtime=getattr(provider, "name", "unknown"), fidelity=PORTABLE)
                     await commit(sink.final(partial, result.usage))
                     messages.append(partial)
                     result.final_message = partial

@@ -11,7 +11,7 @@ from opencompany.llm.tools import ToolContext
 from opencompany.llm.wire import make_assistant, make_text, make_tool_result, make_user
 
 from .helpers import FakeMemory, FakeSink
-from .loopback import LoopbackServer, Reply, anthropic_sse
+from .loopback import LoopbackServer, Received, Reply, anthropic_sse
 
 SETTINGS = ModelSettings(
     provider="anthropic",
@@ -147,7 +147,8 @@ async def test_thinking_text_and_tool_use_stream_in_order_with_usage(loopback):
                 "name": "memory",
                 "arguments": {"operation": "remember", "content": "tea"},
             },
-        ]
+        ],
+        {"runtime": "anthropic", "fidelity": "provider_replayable"},
     )
     received = loopback.received[0]
     assert received.path == "/v1/messages"
@@ -172,8 +173,34 @@ async def test_thinking_text_and_tool_use_stream_in_order_with_usage(loopback):
 
 
 async def test_signed_thinking_is_replayed_byte_identically_on_the_next_request(loopback):
-    loopback.replies.append(Reply(sse=_thinking_tool_turn()))
-    loopback.replies.append(Reply(sse=_text_turn("I'll remember that you like tea.")))
+    def replayed(received: Received) -> Reply:
+        first = loopback.received[0]
+        assert received.body["system"] == first.body["system"]
+        assert received.body["messages"][1] == {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": THINKING, "signature": SIGNATURE},
+                {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
+                {"type": "text", "text": "Saving that."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "memory",
+                    "input": {"operation": "remember", "content": "tea"},
+                },
+            ],
+        }
+        # the exact bytes of the signature and the redacted data reach the server
+        compact = received.raw.replace(b": ", b":")
+        assert ('"signature":"' + SIGNATURE + '"').encode() in compact
+        assert b'"data":"EmwKAhgBEgy3va3pzix/LafPsn4a"' in compact
+        tool_turn = received.body["messages"][2]
+        assert tool_turn["role"] == "user"
+        assert tool_turn["content"][0]["type"] == "tool_result"
+        assert tool_turn["content"][0]["tool_use_id"] == "toolu_1"
+        return Reply(sse=_text_turn("I'll remember that you like tea."))
+
+    loopback.replies.extend([Reply(sse=_thinking_tool_turn()), replayed])
     memory = FakeMemory()
     sink = FakeSink()
     provider = get_provider(SETTINGS, config=_config(loopback))
@@ -188,34 +215,51 @@ async def test_signed_thinking_is_replayed_byte_identically_on_the_next_request(
         request, provider, [memory.spec()], sink, asyncio.Event(), tool_context=ToolContext(run_id="r1")
     )
 
+    assert loopback.failures == []
     assert result.status == "finished"
     assert sink.kinds == ["assistant", "tool_result", "final"]
-    first, second = loopback.received
-    assert second.body["system"] == first.body["system"]
-    assert second.body["messages"][1] == {
-        "role": "assistant",
-        "content": [
-            {"type": "thinking", "thinking": THINKING, "signature": SIGNATURE},
-            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
-            {"type": "text", "text": "Saving that."},
-            {
-                "type": "tool_use",
-                "id": "toolu_1",
-                "name": "memory",
-                "input": {"operation": "remember", "content": "tea"},
-            },
-        ],
-    }
-    # the exact bytes of the signature and the thinking text reach the server
-    assert ('"signature":"' + SIGNATURE + '"').encode() in second.raw.replace(b": ", b":")
-    tool_turn = second.body["messages"][2]
-    assert tool_turn["role"] == "user"
-    assert tool_turn["content"][0]["type"] == "tool_result"
-    assert tool_turn["content"][0]["tool_use_id"] == "toolu_1"
     assert [i["content"] for i in memory.items.values()] == ["tea"]
     assert result.usage == Usage(
         input_tokens=1060, output_tokens=45, cache_read_tokens=900, cache_write_tokens=100
     )
+
+
+async def test_malformed_streamed_tool_input_is_kept_raw_and_the_model_gets_an_error_result(loopback):
+    def replayed(received: Received) -> Reply:
+        assistant, results = received.body["messages"][1:3]
+        assert assistant["content"] == [{"type": "tool_use", "id": "toolu_9", "name": "memory", "input": {}}]
+        assert results["content"][0]["tool_use_id"] == "toolu_9"
+        assert results["content"][0]["is_error"] is True
+        assert '"invalid_arguments"' in results["content"][0]["content"]
+        return Reply(sse=_text_turn("Sorry."))
+
+    broken = anthropic_sse(
+        _start(),
+        _block_start(0, {"type": "tool_use", "id": "toolu_9", "name": "memory", "input": {}}),
+        _delta(0, {"type": "input_json_delta", "partial_json": '{"operation": "remember", "content": '}),
+        _stop(0),
+        *_end("tool_use", 12),
+    )
+    loopback.replies.extend([Reply(sse=broken), replayed])
+    memory = FakeMemory()
+    sink = FakeSink()
+    provider = get_provider(SETTINGS, config=_config(loopback))
+
+    result = await run_agent_loop(
+        Request(system_blocks=["s"], messages=[make_user("remember tea")], tools=[], settings=SETTINGS),
+        provider,
+        [memory.spec()],
+        sink,
+        asyncio.Event(),
+        tool_context=ToolContext(run_id="r1"),
+    )
+
+    assert loopback.failures == []
+    assert result.status == "finished"
+    [block] = sink.calls[0][1]["content"]
+    assert block["raw_arguments"] == '{"operation": "remember", "content": '
+    assert block["parse_error"].startswith("invalid JSON")
+    assert memory.items == {}
 
 
 async def test_consecutive_tool_results_merge_into_one_user_message(loopback):
@@ -371,3 +415,108 @@ async def test_without_a_thinking_budget_no_thinking_or_temperature_is_sent(loop
     assert "temperature" not in body
     assert "thinking" not in body
     assert body["max_tokens"] == 100
+
+
+@pytest.mark.parametrize("budget", [512, 4096, 8000])
+async def test_a_thinking_budget_the_api_would_refuse_is_refused_before_any_request(loopback, budget):
+    settings_obj = ModelSettings(
+        provider="anthropic", model="claude-test", max_output_tokens=4096, thinking_budget=budget
+    )
+    provider = get_provider(settings_obj, config=_config(loopback))
+
+    with pytest.raises(ProviderError) as excinfo:
+        await _collect(
+            provider, Request(system_blocks=["s"], messages=[make_user("q")], tools=[], settings=settings_obj)
+        )
+
+    assert excinfo.value.code == "provider_not_configured"
+    assert loopback.received == []
+
+
+async def test_stop_mid_stream_keeps_the_partial_text_and_no_unsigned_thinking(loopback):
+    reply = Reply(
+        sse=anthropic_sse(
+            _start(),
+            _block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+            _delta(0, {"type": "thinking_delta", "thinking": "pondering"}),
+            _delta(0, {"type": "signature_delta", "signature": SIGNATURE}),
+            _stop(0),
+            _block_start(1, {"type": "text", "text": ""}),
+            _delta(1, {"type": "text_delta", "text": "Half an"}),
+            _delta(1, {"type": "text_delta", "text": " answer"}),
+            _stop(1),
+            *_end("end_turn", 9),
+        ),
+        hold_after=7,
+    )
+    loopback.replies.append(reply)
+    sink = FakeSink()
+    stop = asyncio.Event()
+    provider = get_provider(SETTINGS, config=_config(loopback))
+
+    def on_event(event):
+        if isinstance(event, TextDelta):
+            stop.set()
+
+    try:
+        result = await run_agent_loop(
+            Request(system_blocks=["s"], messages=[make_user("hi")], tools=[], settings=SETTINGS),
+            provider,
+            [],
+            sink,
+            stop,
+            tool_context=ToolContext(run_id="r1"),
+            on_event=on_event,
+        )
+    finally:
+        reply.release.set()
+
+    assert result.status == "stopped"
+    assert sink.calls == [
+        (
+            "final",
+            make_assistant(
+                [make_text("Half an")], {"status": "stopped", "runtime": "anthropic", "fidelity": "portable"}
+            ),
+        )
+    ]
+
+
+async def test_another_runtimes_opaque_state_never_reaches_anthropic(loopback):
+    loopback.replies.append(Reply(sse=_text_turn()))
+    provider = get_provider(SETTINGS, config=_config(loopback))
+    openai_turn = make_assistant(
+        [
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA-encrypted"},
+            {"type": "text", "text": "Tea, noted.", "item_id": "msg_1"},
+            {
+                "type": "provider_block",
+                "provider": "openai",
+                "block": {"type": "web_search_call", "id": "ws_1"},
+            },
+        ],
+        {"runtime": "openai", "fidelity": "provider_replayable"},
+    )
+    gemini_turn = make_assistant(
+        [{"type": "thinking", "thinking": "gemini thoughts", "thought_signature": "c2ln"}, make_text("Yes.")],
+        {"runtime": "gemini", "fidelity": "provider_replayable"},
+    )
+
+    await _collect(
+        provider,
+        Request(
+            system_blocks=["s"],
+            messages=[make_user("a"), openai_turn, make_user("b"), gemini_turn, make_user("c")],
+            tools=[],
+            settings=SETTINGS,
+        ),
+    )
+
+    raw = loopback.received[0].raw
+    assert b"gAAAA-encrypted" not in raw
+    assert b"gemini thoughts" not in raw
+    assert b"ws_1" not in raw
+    assert loopback.received[0].body["messages"][1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Tea, noted."}],
+    }

@@ -200,11 +200,15 @@ async def test_stop_during_streaming_commits_the_partial_text_marked_stopped():
             {
                 "role": "assistant",
                 "content": [{"type": "text", "text": "Once upon a time"}],
-                "metadata": {"status": "stopped"},
+                "metadata": {"status": "stopped", "runtime": "scripted", "fidelity": "portable"},
             },
         )
     ]
-    assert result.final_message["metadata"] == {"status": "stopped"}
+    assert result.final_message["metadata"] == {
+        "status": "stopped",
+        "runtime": "scripted",
+        "fidelity": "portable",
+    }
 
 
 async def test_stop_before_any_text_commits_nothing():

@@ -173,7 +173,7 @@ async def test_stop_while_the_offline_model_streams_keeps_the_partial_answer():
 
     assert result.status == "stopped"
     assert sink.kinds == ["final"]
-    assert sink.calls[0][1]["metadata"] == {"status": "stopped"}
+    assert sink.calls[0][1]["metadata"] == {"status": "stopped", "runtime": "offline", "fidelity": "portable"}
     assert text_of(sink.calls[0][1]) == "(Offline demo model) "
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .base import (
     PROVIDER_ERROR,
     PROVIDER_NOT_CONFIGURED,
+    CompatCapabilities,
     Completed,
     Fidelity,
     ModelSettings,
@@ -26,11 +27,20 @@ from .base import (
 )
 from .offline import OFFLINE_MODELS, OfflineProvider
 
-PROVIDERS = ("offline", "openai", "anthropic")
+PROVIDERS = ("offline", "openai", "openai_compatible", "anthropic", "gemini")
+
+
+def _require(value: str | None, what: str, name: str) -> str:
+    if not value:
+        raise ProviderError(PROVIDER_NOT_CONFIGURED, f"No {what} is configured for the {name} provider.")
+    return value
 
 
 def get_provider(settings_obj: ModelSettings, *, config: ProviderConfig) -> Provider:
-    """The provider for a node's model settings. No network access happens here."""
+    """The provider for a node's model settings. No network access happens here.
+
+    Each SDK is imported only when its provider is used: most processes never load any of them.
+    """
     name = settings_obj.provider
     model = settings_obj.model
     if name not in PROVIDERS:
@@ -47,23 +57,58 @@ def get_provider(settings_obj: ModelSettings, *, config: ProviderConfig) -> Prov
     if name == "offline":
         return OfflineProvider(delay_ms=config.offline_delay_ms)
     if name == "openai":
-        if not config.openai_api_key:
-            raise ProviderError(PROVIDER_NOT_CONFIGURED, "No API key is configured for the OpenAI provider.")
-        # Each SDK is imported only when its provider is used: most processes never load either.
-        from .openai_provider import OpenAIProvider
+        from .openai_responses_provider import OpenAIResponsesProvider
 
-        return OpenAIProvider(
-            api_key=config.openai_api_key,
+        return OpenAIResponsesProvider(
+            api_key=_require(config.openai_api_key, "API key", "OpenAI"),
             base_url=config.openai_base_url,
             timeout_s=config.timeout_s,
-            max_tokens_param=config.openai_max_tokens_param,
         )
-    if not config.anthropic_api_key:
-        raise ProviderError(PROVIDER_NOT_CONFIGURED, "No API key is configured for the Anthropic provider.")
-    from .anthropic_provider import AnthropicProvider  # deferred like the OpenAI SDK above
+    if name == "openai_compatible":
+        from .openai_compatible_provider import OpenAICompatibleProvider
+
+        return OpenAICompatibleProvider(
+            # Local servers (Ollama, LM Studio) take no key; the SDK insists on one.
+            api_key=config.openai_compatible_api_key or "unused",
+            base_url=_require(config.openai_compatible_base_url, "base URL", "OpenAI-compatible"),
+            timeout_s=config.timeout_s,
+            max_tokens_param=config.openai_max_tokens_param,
+            capabilities=config.openai_compatible_capabilities,
+        )
+    if name == "gemini":
+        from .gemini_provider import GeminiProvider
+
+        return GeminiProvider(
+            api_key=_require(config.gemini_api_key, "API key", "Gemini"),
+            base_url=config.gemini_base_url,
+            timeout_s=config.timeout_s,
+        )
+    from .anthropic_provider import AnthropicProvider
 
     return AnthropicProvider(
-        api_key=config.anthropic_api_key, base_url=config.anthropic_base_url, timeout_s=config.timeout_s
+        api_key=_require(config.anthropic_api_key, "API key", "Anthropic"),
+        base_url=config.anthropic_base_url,
+        timeout_s=config.timeout_s,
+    )
+
+
+async def probe_capabilities(
+    *,
+    api_key: str | None,
+    base_url: str,
+    model: str,
+    timeout_s: float = 60.0,
+    max_tokens_param: str = "max_completion_tokens",
+) -> CompatCapabilities:
+    """Probe an OpenAI-compatible server for a model (network); raises ``ProviderError`` on failure."""
+    from .openai_compatible_probe import probe_openai_compatible  # the SDK loads only when used
+
+    return await probe_openai_compatible(
+        api_key=api_key or "unused",
+        base_url=base_url,
+        model=model,
+        timeout_s=timeout_s,
+        max_tokens_param=max_tokens_param,
     )
 
 
@@ -71,6 +116,7 @@ __all__ = [
     "PROVIDERS",
     "PROVIDER_ERROR",
     "PROVIDER_NOT_CONFIGURED",
+    "CompatCapabilities",
     "Completed",
     "Fidelity",
     "ModelSettings",
@@ -87,4 +133,5 @@ __all__ = [
     "ToolCallEvent",
     "Usage",
     "get_provider",
+    "probe_capabilities",
 ]

@@ -1,9 +1,13 @@
 """Anthropic Messages streaming through the official ``anthropic`` SDK.
 
 Fidelity is ``provider_replayable``: the assistant's blocks are kept in response order — thinking with
-its signature, redacted thinking, text, tool use, and any block kind this adapter does not model (kept as
-``{"type": "provider_block", "provider": "anthropic", "block": {...}}``) — and replayed unchanged on the
-next request.
+its signature, redacted thinking (opaque ``data``, never read), text, tool use, and any block kind this
+adapter does not model (kept as ``{"type": "provider_block", "provider": "anthropic", "block": {...}}``)
+— and replayed unchanged on the next request. Thinking, signatures and provider blocks reach Anthropic
+only from turns Anthropic wrote.
+
+Extended thinking is on when the agent sets ``thinking_budget`` (at least 1,024 tokens, below
+``max_output_tokens``, as the Messages API requires).
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from typing import Any
 
 import anthropic
 
+from ..fidelity import PROVIDER_REPLAYABLE, replays_opaque_state, stamp
 from ..wire import Message, make_assistant, parse_tool_arguments, tool_result_of
 from .base import (
     PROVIDER_ERROR,
+    PROVIDER_NOT_CONFIGURED,
     Completed,
     Fidelity,
     ProviderError,
@@ -32,8 +38,10 @@ from .base import (
 
 logger = logging.getLogger(__name__)
 
+RUNTIME = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 PROVIDER_BLOCK = "provider_block"
+MIN_THINKING_BUDGET = 1024
 
 
 def to_system(system_blocks: list[str]) -> list[dict[str, Any]]:
@@ -50,12 +58,15 @@ def to_system(system_blocks: list[str]) -> list[dict[str, Any]]:
 
 
 def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
+    own = replays_opaque_state(m, RUNTIME)
     out: list[dict[str, Any]] = []
     for b in m.get("content") or ():
         kind = b.get("type")
         if kind == "text":
             if b.get("text"):
                 out.append({"type": "text", "text": b["text"]})
+        elif not own and kind in {"thinking", "redacted_thinking", PROVIDER_BLOCK}:
+            continue  # another runtime's state means nothing here
         elif kind == "thinking":
             block = {"type": "thinking", "thinking": b["thinking"]}
             if "signature" in b:
@@ -142,9 +153,32 @@ def _dump(obj: Any) -> dict[str, Any]:
     return dict(obj)
 
 
+def thinking_param(budget: int | None, max_tokens: int) -> dict[str, Any] | None:
+    """The ``thinking`` parameter for a budget; refused before any request when the API would refuse it."""
+    if not budget:
+        return None
+    if budget < MIN_THINKING_BUDGET or budget >= max_tokens:
+        raise ProviderError(
+            PROVIDER_NOT_CONFIGURED,
+            f"thinking_budget must be at least {MIN_THINKING_BUDGET} and below max_output_tokens "
+            f"({max_tokens}); it is {budget}.",
+        )
+    return {"type": "enabled", "budget_tokens": budget}
+
+
+def usage_from(input_tokens: int, output_tokens: int, cache_read: int, cache_write: int) -> Usage:
+    """Anthropic counts cache reads and writes apart from ``input_tokens``: the whole prompt is their sum."""
+    return Usage(
+        input_tokens=input_tokens + cache_read + cache_write,
+        output_tokens=output_tokens,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+    )
+
+
 class AnthropicProvider:
-    name = "anthropic"
-    fidelity: Fidelity = "provider_replayable"
+    name = RUNTIME
+    fidelity: Fidelity = PROVIDER_REPLAYABLE
 
     def __init__(self, *, api_key: str, base_url: str | None = None, timeout_s: float = 600.0) -> None:
         self._api_key = api_key
@@ -164,8 +198,9 @@ class AnthropicProvider:
             params["system"] = system
         if request.tools:
             params["tools"] = [t.definition() for t in request.tools]
-        if s.thinking_budget:
-            params["thinking"] = {"type": "enabled", "budget_tokens": s.thinking_budget}
+        thinking = thinking_param(s.thinking_budget, s.max_output_tokens)
+        if thinking is not None:
+            params["thinking"] = thinking
         # ``temperature`` is not sent: the Messages API version this SDK speaks does not take it.
         return params
 
@@ -241,14 +276,10 @@ class AnthropicProvider:
             logger.info("anthropic provider call failed: %s", type(exc).__name__)
             raise map_anthropic_error(exc) from exc
         blocks = [self._finish_block(slots[i]) for i in sorted(slots)]
-        yield Usage(
-            input_tokens=input_tokens + cache_read + cache_write,
-            output_tokens=output_tokens,
-            cache_read_tokens=cache_read,
-            cache_write_tokens=cache_write,
-        )
+        yield usage_from(input_tokens, output_tokens, cache_read, cache_write)
         yield StopReason(stop_reason or "end_turn")
-        yield Completed(make_assistant([b for b in blocks if b is not None]))
+        message = make_assistant([b for b in blocks if b is not None])
+        yield Completed(stamp(message, runtime=RUNTIME, fidelity=PROVIDER_REPLAYABLE))
 
     @staticmethod
     def _tool_block(slot: dict[str, Any]) -> dict[str, Any]:

@@ -13,20 +13,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
+from ..fidelity import PORTABLE, PROVIDER_REPLAYABLE, Fidelity
 from ..tools import ToolSpec
 from ..wire import Message
 
 PROVIDER_ERROR = "provider_error"
 PROVIDER_NOT_CONFIGURED = "provider_not_configured"
 
-Fidelity = Literal["provider_replayable", "portable"]
-
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """Which model a node talks to and how. ``thinking_budget`` enables extended thinking where offered."""
+    """Which model a node talks to and how. ``thinking_budget`` enables extended thinking (Anthropic,
+    Gemini); ``reasoning_effort`` sets an OpenAI reasoning model's effort."""
 
     provider: str = "offline"
     model: str = "offline-demo"
@@ -34,6 +34,41 @@ class ModelSettings:
     max_output_tokens: int = 4096
     context_window: int = 128_000
     thinking_budget: int | None = None
+    reasoning_effort: str | None = None
+
+
+@dataclass(frozen=True)
+class CompatCapabilities:
+    """What an OpenAI-compatible server was verified to support (the capability probe's answer).
+
+    ``tools``: it accepts function tools; ``json_arguments``: the tool call it made carried arguments
+    that parse as a JSON object; ``streaming_usage``: it reports usage at the end of a stream;
+    ``parallel_tool_calls``: it accepts the ``parallel_tool_calls`` parameter. A feature it lacks is
+    not sent.
+    """
+
+    tools: bool = False
+    json_arguments: bool = False
+    streaming_usage: bool = False
+    parallel_tool_calls: bool = False
+
+    @property
+    def fidelity(self) -> Fidelity:
+        """Replayable only when tool turns round-trip exactly and usage is reported."""
+        verified = self.tools and self.json_arguments and self.streaming_usage
+        return PROVIDER_REPLAYABLE if verified else PORTABLE
+
+    def as_dict(self) -> dict[str, bool]:
+        return {
+            "tools": self.tools,
+            "json_arguments": self.json_arguments,
+            "streaming_usage": self.streaming_usage,
+            "parallel_tool_calls": self.parallel_tool_calls,
+        }
+
+    @classmethod
+    def from_dict(cls, value: Mapping[str, Any]) -> CompatCapabilities:
+        return cls(**{name: bool(value.get(name)) for name in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
@@ -42,13 +77,19 @@ class ProviderConfig:
 
     ``models`` optionally restricts the models a provider accepts (provider name → allowed model names);
     a provider absent from it accepts any non-empty model name. ``offline_delay_ms`` paces the offline
-    model's deltas (0 in tests).
+    model's deltas (0 in tests). ``openai_compatible_capabilities`` is the probe's verdict for the
+    server and model in use (None: not verified, so the turns are ``portable``).
     """
 
     openai_api_key: str | None = None
     openai_base_url: str | None = None
+    openai_compatible_api_key: str | None = None
+    openai_compatible_base_url: str | None = None
+    openai_compatible_capabilities: CompatCapabilities | None = None
     anthropic_api_key: str | None = None
     anthropic_base_url: str | None = None
+    gemini_api_key: str | None = None
+    gemini_base_url: str | None = None
     offline_delay_ms: float = 0.0
     timeout_s: float = 600.0
     openai_max_tokens_param: str = "max_completion_tokens"

@@ -14,6 +14,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+from ..fidelity import PORTABLE, stamp
 from ..policies import SUMMARIZE_INSTRUCTION
 from ..wire import Message, make_assistant, make_text, make_tool_call, text_of, tool_calls_of, tool_result_of
 from .base import Completed, Fidelity, ProviderEvent, Request, StopReason, TextDelta, ToolCallEvent, Usage
@@ -114,7 +115,7 @@ class OfflineProvider:
         )
         yield Usage(input_tokens=prompt_chars // 4 + 1, output_tokens=len(text) // 4 + 8 * len(calls) + 1)
         yield StopReason("tool_use" if calls else "end_turn")
-        yield Completed(make_assistant(blocks))
+        yield Completed(stamp(make_assistant(blocks), runtime=self.name, fidelity=PORTABLE))
 
     # --- the "model" -----------------------------------------------------------------------------------
 

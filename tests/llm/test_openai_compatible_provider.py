@@ -5,19 +5,35 @@ import asyncio
 import pytest
 
 from opencompany.llm.loop import run_agent_loop
-from opencompany.llm.providers import ModelSettings, ProviderConfig, ProviderError, Request, get_provider
-from opencompany.llm.providers.base import Completed, TextDelta, ToolCallEvent, Usage
+from opencompany.llm.providers import (
+    CompatCapabilities,
+    ModelSettings,
+    ProviderConfig,
+    ProviderError,
+    Request,
+    get_provider,
+)
+from opencompany.llm.providers.base import Completed, TextDelta, ThinkingDelta, ToolCallEvent, Usage
 from opencompany.llm.tools import ToolContext
-from opencompany.llm.wire import make_assistant, make_text, make_tool_result, make_user
+from opencompany.llm.wire import make_assistant, make_text, make_tool_call, make_tool_result, make_user
 
 from .helpers import FakeMemory, FakeSink
 from .loopback import LoopbackServer, Reply, openai_sse
 
-SETTINGS = ModelSettings(provider="openai", model="gpt-test", max_output_tokens=256, context_window=100_000)
+SETTINGS = ModelSettings(
+    provider="openai_compatible", model="gpt-test", max_output_tokens=256, context_window=100_000
+)
+VERIFIED = CompatCapabilities(tools=True, json_arguments=True, streaming_usage=True, parallel_tool_calls=True)
 
 
-def _config(server: LoopbackServer, key: str | None = "sk-test") -> ProviderConfig:
-    return ProviderConfig(openai_api_key=key, openai_base_url=server.base_url + "/v1")
+def _config(
+    server: LoopbackServer, key: str | None = "sk-test", capabilities: CompatCapabilities | None = None
+) -> ProviderConfig:
+    return ProviderConfig(
+        openai_compatible_api_key=key,
+        openai_compatible_base_url=server.base_url + "/v1",
+        openai_compatible_capabilities=capabilities,
+    )
 
 
 def _chunk(delta=None, finish=None, usage=None):
@@ -85,7 +101,9 @@ async def test_text_streams_as_deltas_and_usage_includes_cached_tokens(loopback)
     assert [e for e in events if isinstance(e, Usage)] == [
         Usage(input_tokens=120, output_tokens=7, cache_read_tokens=64)
     ]
-    assert events[-1] == Completed(make_assistant([make_text("Hello, world")]))
+    assert events[-1] == Completed(
+        make_assistant([make_text("Hello, world")], {"runtime": "openai_compatible", "fidelity": "portable"})
+    )
     body = loopback.received[0].body
     assert loopback.received[0].path == "/v1/chat/completions"
     assert loopback.received[0].headers["authorization"] == "Bearer sk-test"
@@ -254,7 +272,7 @@ async def test_connection_refused_is_a_provider_error_without_status():
     server = LoopbackServer()
     base_url = server.base_url
     server.httpd.server_close()  # nothing listens there any more
-    provider = get_provider(SETTINGS, config=ProviderConfig(openai_api_key="k", openai_base_url=base_url))
+    provider = get_provider(SETTINGS, config=ProviderConfig(openai_compatible_base_url=base_url))
 
     with pytest.raises(ProviderError) as excinfo:
         await _collect(
@@ -282,16 +300,19 @@ async def test_loop_reports_a_provider_error_code(loopback):
 
 
 @pytest.mark.parametrize(
-    "settings_obj",
+    ("settings_obj", "config"),
     [
-        ModelSettings(provider="openai", model="gpt-test"),  # no key
-        ModelSettings(provider="openai", model=""),
-        ModelSettings(provider="mystery", model="m"),
+        (ModelSettings(provider="openai_compatible", model="m"), ProviderConfig()),  # no base URL
+        (
+            ModelSettings(provider="openai_compatible", model=""),
+            ProviderConfig(openai_compatible_base_url="x"),
+        ),
+        (ModelSettings(provider="mystery", model="m"), ProviderConfig()),
     ],
 )
-def test_configuration_errors_are_raised_before_any_request(loopback, settings_obj):
+def test_configuration_errors_are_raised_before_any_request(loopback, settings_obj, config):
     with pytest.raises(ProviderError) as excinfo:
-        get_provider(settings_obj, config=_config(loopback, key=None))
+        get_provider(settings_obj, config=config)
 
     assert excinfo.value.code == "provider_not_configured"
     assert loopback.received == []
@@ -299,10 +320,158 @@ def test_configuration_errors_are_raised_before_any_request(loopback, settings_o
 
 def test_model_allowlist_is_enforced_before_any_request(loopback):
     config = ProviderConfig(
-        openai_api_key="k", openai_base_url=loopback.base_url, models={"openai": frozenset({"gpt-a"})}
+        openai_compatible_base_url=loopback.base_url, models={"openai_compatible": frozenset({"gpt-a"})}
     )
 
     with pytest.raises(ProviderError, match="not available"):
-        get_provider(ModelSettings(provider="openai", model="gpt-b"), config=config)
-    assert get_provider(ModelSettings(provider="openai", model="gpt-a"), config=config).fidelity == "portable"
+        get_provider(ModelSettings(provider="openai_compatible", model="gpt-b"), config=config)
+    provider = get_provider(ModelSettings(provider="openai_compatible", model="gpt-a"), config=config)
+    assert provider.fidelity == "portable"
     assert loopback.received == []
+
+
+def _text_reply():
+    return Reply(sse=openai_sse(_chunk({"content": "ok"}), _chunk({}, finish="stop")))
+
+
+async def test_a_verified_server_gets_every_feature_and_its_turns_are_replayable(loopback):
+    loopback.replies.append(
+        Reply(
+            sse=openai_sse(
+                _tool_chunk(0, call_id="call_a", name="memory", arguments='{"operation": "list"}'),
+                _chunk({}, finish="tool_calls"),
+                _chunk(usage={"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34}),
+            )
+        )
+    )
+    memory = FakeMemory()
+    provider = get_provider(SETTINGS, config=_config(loopback, capabilities=VERIFIED))
+    request = Request(
+        system_blocks=["s"], messages=[make_user("list")], tools=[memory.spec()], settings=SETTINGS
+    )
+
+    events = await _collect(provider, request)
+
+    assert provider.fidelity == "provider_replayable"
+    assert events[-1].message["metadata"] == {
+        "runtime": "openai_compatible",
+        "fidelity": "provider_replayable",
+    }
+    assert [e for e in events if isinstance(e, Usage)] == [Usage(input_tokens=30, output_tokens=4)]
+    body = loopback.received[0].body
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["parallel_tool_calls"] is True
+    assert [t["function"]["name"] for t in body["tools"]] == ["memory"]
+
+
+async def test_features_the_server_lacks_are_not_sent_and_its_turns_stay_portable(loopback):
+    loopback.replies.append(_text_reply())
+    caps = CompatCapabilities(
+        tools=True, json_arguments=True, streaming_usage=False, parallel_tool_calls=False
+    )
+    memory = FakeMemory()
+    provider = get_provider(SETTINGS, config=_config(loopback, capabilities=caps))
+
+    events = await _collect(
+        provider,
+        Request(system_blocks=["s"], messages=[make_user("hi")], tools=[memory.spec()], settings=SETTINGS),
+    )
+
+    body = loopback.received[0].body
+    assert "stream_options" not in body
+    assert "parallel_tool_calls" not in body
+    assert [t["function"]["name"] for t in body["tools"]] == ["memory"]
+    assert [e for e in events if isinstance(e, Usage)] == []
+    assert events[-1].message["metadata"]["fidelity"] == "portable"
+
+
+async def test_a_server_without_tools_gets_no_tools_and_tool_turns_as_text(loopback):
+    loopback.replies.append(_text_reply())
+    caps = CompatCapabilities(tools=False, json_arguments=False, streaming_usage=True)
+    memory = FakeMemory()
+    provider = get_provider(SETTINGS, config=_config(loopback, capabilities=caps))
+    messages = [
+        make_user("what do you remember?"),
+        make_assistant(
+            [make_text("Looking."), make_tool_call("c1", "memory", {"operation": "list"})],
+            {"runtime": "anthropic", "fidelity": "portable"},
+        ),
+        make_tool_result("c1", "memory", '{"results": []}', "ok"),
+    ]
+
+    await _collect(
+        provider, Request(system_blocks=["s"], messages=messages, tools=[memory.spec()], settings=SETTINGS)
+    )
+
+    body = loopback.received[0].body
+    assert "tools" not in body
+    assert body["messages"][1:] == [
+        {"role": "user", "content": "what do you remember?"},
+        {"role": "assistant", "content": 'Looking.\n[called memory with {"operation": "list"}]'},
+        {"role": "user", "content": '[result of memory: {"results": []}]'},
+    ]
+
+
+async def test_a_turn_whose_reasoning_was_streamed_but_cannot_be_sent_back_is_portable(loopback):
+    loopback.replies.append(
+        Reply(
+            sse=openai_sse(
+                _chunk({"reasoning_content": "Let me think."}),
+                _chunk({"content": "Four."}),
+                _chunk({}, finish="stop"),
+                _chunk(usage={"prompt_tokens": 9, "completion_tokens": 6, "total_tokens": 15}),
+            )
+        )
+    )
+    provider = get_provider(SETTINGS, config=_config(loopback, capabilities=VERIFIED))
+
+    events = await _collect(
+        provider, Request(system_blocks=["s"], messages=[make_user("2+2?")], tools=[], settings=SETTINGS)
+    )
+
+    assert [e.text for e in events if isinstance(e, ThinkingDelta)] == ["Let me think."]
+    assert events[-1].message == make_assistant(
+        [make_text("Four.")], {"runtime": "openai_compatible", "fidelity": "portable"}
+    )
+
+
+async def test_stop_mid_stream_keeps_the_partial_answer_and_closes_the_request(loopback):
+    reply = Reply(
+        sse=openai_sse(
+            _chunk({"content": "Half an"}), _chunk({"content": " answer"}), _chunk({}, finish="stop")
+        ),
+        hold_after=1,
+    )
+    loopback.replies.append(reply)
+    sink = FakeSink()
+    stop = asyncio.Event()
+    provider = get_provider(SETTINGS, config=_config(loopback, capabilities=VERIFIED))
+
+    def on_event(event):
+        if isinstance(event, TextDelta):
+            stop.set()
+
+    try:
+        result = await run_agent_loop(
+            Request(system_blocks=["s"], messages=[make_user("hi")], tools=[], settings=SETTINGS),
+            provider,
+            [],
+            sink,
+            stop,
+            tool_context=ToolContext(run_id="r1"),
+            on_event=on_event,
+        )
+    finally:
+        reply.release.set()
+
+    assert result.status == "stopped"
+    assert sink.calls == [
+        (
+            "final",
+            make_assistant(
+                [make_text("Half an")],
+                {"status": "stopped", "runtime": "openai_compatible", "fidelity": "portable"},
+            ),
+        )
+    ]
+    assert len(loopback.received) == 1

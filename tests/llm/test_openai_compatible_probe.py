@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+import pytest
+
+from opencompany.llm.providers import CompatCapabilities, ProviderError
+from opencompany.llm.providers.openai_compatible_probe import probe_openai_compatible
+
+from .loopback import LoopbackServer, Received, Reply, openai_sse
+
+USAGE = {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14}
+REFUSED = Reply(
+    status=400, body={"error": {"message": "unsupported parameter", "type": "invalid_request_error"}}
+)
+
+
+def _chunk(delta=None, finish=None, usage=None):
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": []}
+    if delta is not None or finish is not None:
+        chunk["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish}]
+    if usage is not None:
+        chunk["usage"] = usage
+    return chunk
+
+
+def _call(index, call_id, arguments):
+    tc = {
+        "index": index,
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "record_probe", "arguments": arguments},
+    }
+    return _chunk({"tool_calls": [tc]})
+
+
+def _server(*, usage=True, parallel=True, tools=True, arguments=('{"value": "alpha"}', '{"value": "beta"}')):
+    """A compatible server with the given support; it refuses what it lacks with HTTP 400."""
+
+    def answer(received: Received) -> Reply:
+        body = received.body
+        assert received.path == "/v1/chat/completions"
+        assert body["model"] == "local-model"
+        assert body["stream"] is True
+        if "stream_options" in body and not usage:
+            return REFUSED
+        if "parallel_tool_calls" in body and not parallel:
+            return REFUSED
+        if "tools" in body and not tools:
+            return REFUSED
+        tail = [_chunk(usage=USAGE)] if "stream_options" in body else []
+        if "tools" in body:
+            calls = [_call(i, f"call_{i}", a) for i, a in enumerate(arguments)]
+            return Reply(sse=openai_sse(*calls, _chunk({}, finish="tool_calls"), *tail))
+        return Reply(sse=openai_sse(_chunk({"content": "ready"}), _chunk({}, finish="stop"), *tail))
+
+    return answer
+
+
+async def _probe(loopback):
+    return await probe_openai_compatible(
+        api_key="unused", base_url=loopback.base_url + "/v1", model="local-model", timeout_s=10
+    )
+
+
+async def test_a_server_that_supports_everything_passes_and_is_replayable(loopback):
+    loopback.replies.extend([_server(), _server()])
+
+    caps = await _probe(loopback)
+
+    assert caps == CompatCapabilities(
+        tools=True, json_arguments=True, streaming_usage=True, parallel_tool_calls=True
+    )
+    assert caps.fidelity == "provider_replayable"
+    assert loopback.failures == []
+    text, tools = (r.body for r in loopback.received)
+    assert text["stream_options"] == {"include_usage": True}
+    assert "tools" not in text
+    assert tools["parallel_tool_calls"] is True
+    assert tools["tools"][0]["function"]["name"] == "record_probe"
+
+
+async def test_a_server_refusing_stream_options_and_parallel_calls_is_asked_again_without_them(loopback):
+    server = _server(usage=False, parallel=False)
+    loopback.replies.extend([server] * 4)
+
+    caps = await _probe(loopback)
+
+    assert caps == CompatCapabilities(
+        tools=True, json_arguments=True, streaming_usage=False, parallel_tool_calls=False
+    )
+    assert caps.fidelity == "portable"
+    assert [("stream_options" in r.body, "parallel_tool_calls" in r.body) for r in loopback.received] == [
+        (True, False),
+        (False, False),
+        (False, True),
+        (False, False),
+    ]
+
+
+async def test_a_server_refusing_tools_lacks_tools_and_json_arguments(loopback):
+    loopback.replies.extend([_server(tools=False)] * 3)
+
+    caps = await _probe(loopback)
+
+    assert caps == CompatCapabilities(
+        tools=False, json_arguments=False, streaming_usage=True, parallel_tool_calls=False
+    )
+    assert len(loopback.received) == 3
+
+
+async def test_a_tool_call_whose_arguments_are_not_a_json_object_fails_json_arguments(loopback):
+    loopback.replies.extend([_server(), _server(arguments=("value=alpha",))])
+
+    caps = await _probe(loopback)
+
+    assert (caps.tools, caps.json_arguments, caps.fidelity) == (True, False, "portable")
+
+
+async def test_a_model_that_makes_no_call_is_not_credited_with_json_arguments(loopback):
+    loopback.replies.extend([_server(), _server(arguments=())])
+
+    caps = await _probe(loopback)
+
+    assert (caps.tools, caps.json_arguments) == (True, False)
+
+
+async def test_a_failing_server_is_a_provider_error_and_nothing_is_concluded(loopback):
+    loopback.replies.append(Reply(status=503, body={"error": {"message": "loading model"}}))
+
+    with pytest.raises(ProviderError) as excinfo:
+        await _probe(loopback)
+
+    assert (excinfo.value.code, excinfo.value.status) == ("provider_error", 503)
+    assert len(loopback.received) == 1
+
+
+async def test_an_unreachable_server_is_a_provider_error():
+    server = LoopbackServer()
+    server.httpd.server_close()
+
+    with pytest.raises(ProviderError) as excinfo:
+        await probe_openai_compatible(api_key="k", base_url=server.base_url + "/v1", model="m", timeout_s=5)
+
+    assert (excinfo.value.code, excinfo.value.status) == ("provider_error", None)
+
+
+async def test_a_server_refusing_a_plain_streamed_request_is_a_provider_error(loopback):
+    loopback.replies.extend([REFUSED, REFUSED])
+
+    with pytest.raises(ProviderError) as excinfo:
+        await _probe(loopback)
+
+    assert (excinfo.value.code, excinfo.value.status) == ("provider_error", 400)
+    assert len(loopback.received) == 2
