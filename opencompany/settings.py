@@ -46,7 +46,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
@@ -147,6 +147,8 @@ TASKS = {
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    # Not a check: its password_changed hook revokes the owner's API tokens and closes their websockets.
+    {"NAME": "opencompany.core.tokens.RevokeCredentialsOnPasswordChange"},
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -187,7 +189,7 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 # --- REST framework -------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "opencompany.core.tokens.ExpiringTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -201,7 +203,10 @@ REST_FRAMEWORK = {
         "auth_token": os.environ.get("OPENCOMPANY_THROTTLE_AUTH_TOKEN", "30/min"),
     },
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Throttles key on REMOTE_ADDR unless proxies in front of the app append to X-Forwarded-For.
+    "NUM_PROXIES": _env_int("OPENCOMPANY_NUM_PROXIES", 0),
 }
+REST_KNOX = {"AUTH_HEADER_PREFIX": "Token", "AUTO_REFRESH": False}
 SPECTACULAR_SETTINGS = {
     "TITLE": "OpenCompany Context & Memory API",
     "DESCRIPTION": "Workflows, agent Context, Memory and owner chat.",
@@ -226,6 +231,15 @@ LOGGING = {
 }
 
 # --- OpenCompany limits and switches (read at call time through django.conf.settings) -------
+# Sign-in: API token lifetime; the client address (how many proxies append to X-Forwarded-For; 0 trusts
+# none); failed sign-ins allowed per address and per username before a lockout that doubles per failure.
+OPENCOMPANY_TOKEN_TTL_S = _env_int("OPENCOMPANY_TOKEN_TTL_S", 7 * 24 * 3600)
+OPENCOMPANY_NUM_PROXIES = _env_int("OPENCOMPANY_NUM_PROXIES", 0)
+OPENCOMPANY_LOGIN_FAILURES_PER_ADDRESS = _env_int("OPENCOMPANY_LOGIN_FAILURES_PER_ADDRESS", 20)
+OPENCOMPANY_LOGIN_FAILURES_PER_USERNAME = _env_int("OPENCOMPANY_LOGIN_FAILURES_PER_USERNAME", 5)
+OPENCOMPANY_LOGIN_LOCKOUT_S = _env_int("OPENCOMPANY_LOGIN_LOCKOUT_S", 60)
+OPENCOMPANY_LOGIN_LOCKOUT_MAX_S = _env_int("OPENCOMPANY_LOGIN_LOCKOUT_MAX_S", 3600)
+OPENCOMPANY_LOGIN_WINDOW_S = _env_int("OPENCOMPANY_LOGIN_WINDOW_S", 900)
 OPENCOMPANY_MAX_BODY_BYTES = _env_int("OPENCOMPANY_MAX_BODY_BYTES", 2 * 1024 * 1024)
 OPENCOMPANY_MAX_GRAPH_NODES = _env_int("OPENCOMPANY_MAX_GRAPH_NODES", 5_000)
 OPENCOMPANY_MAX_GRAPH_EDGES = _env_int("OPENCOMPANY_MAX_GRAPH_EDGES", 20_000)
