@@ -8,8 +8,8 @@ Messages are validated as MessageWire and stored normalized; `digest[i] = sha256
 canonical_json(wire[i]))`, so a cursor `(length, digest)` is checked against one stored row.
 
 Modules: `_common` (message preparation, the head lock, the event, the row writer), `conversation`
-(append, save, rewind), `snapshots` (branch snapshots), `archive` (clear, archive, purge). Import the
-public names from this package.
+(append, save, rewind), `snapshots` (branch snapshots), `archive` (clear, archive, purge), `erase`
+(everything of deleted workflows). Import the public names from this package.
 """
 
 from conversations.selectors import conversation_cursor, conversation_list, conversation_load, notes_read
@@ -20,6 +20,7 @@ from conversations.services.archive import (
     conversations_archive_for_workflow,
 )
 from conversations.services.conversation import conversation_append, conversation_rewind, conversation_save
+from conversations.services.erase import conversations_erase
 from conversations.services.snapshots import (
     BRANCH_SNAPSHOT_MAX_BYTES,
     BRANCH_SNAPSHOTS_PER_THREAD,
@@ -42,5 +43,6 @@ __all__ = [
     "conversation_save",
     "conversations_archive_for_reset",
     "conversations_archive_for_workflow",
+    "conversations_erase",
     "notes_read",
 ]

@@ -1,4 +1,4 @@
-"""Workflow CRUD: create, save, get, delete, import, export, and the agent builder's add-subagent.
+"""Workflow CRUD: create, save, get, import, export, and the agent builder's add-subagent.
 
 Every entry point owns its transaction. Graphs are normalized (one pure pipeline) before they are
 validated or stored; the stored graph is always the normalized, sanitized one. A write that removes a
@@ -151,23 +151,6 @@ def workflow_get(*, workflow: Workflow) -> GraphWrite:
         warnings=result.warnings,
         validation=validate_workflow(result.graph),
     )
-
-
-@transaction.atomic
-def workflow_delete(*, workflow: Workflow) -> int:
-    """Delete the workflow; one archive outbox row per Context node is written atomically with the
-    delete and drained after commit. Returns the number of rows enqueued. Memory items stay."""
-    locked = Workflow.objects.select_for_update().get(pk=workflow.pk)
-    count = outbox_enqueue(
-        workflow_id=locked.pk,
-        owner_id=locked.owner_id,
-        context_ids=_context_ids(locked.graph),
-        reason=ContextArchiveOutbox.Reason.WORKFLOW_DELETED,
-    )
-    publish_on_commit(owner_group(locked.owner_id), "workflow.deleted", {"workflow_id": locked.pk})
-    locked.delete()
-    outbox_drain_on_commit(workflow_id=workflow.pk)
-    return count
 
 
 def workflow_import(*, owner: Any, name: str, graph: Any) -> GraphWrite:
