@@ -221,13 +221,21 @@ SPECTACULAR_SETTINGS = {
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # --- logging: ids and counts only, never content --------------------------------------------
+# Database errors are logged by class, code and table only (their messages quote the refused data). Django's
+# own loggers write through the root handler, so the filter sees them too.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"database_errors": {"()": "opencompany.core.logs.DatabaseErrorFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["database_errors"]}
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.db.backends": {"level": "WARNING"},
+    },
 }
 
 # --- OpenCompany limits and switches (read at call time through django.conf.settings) -------

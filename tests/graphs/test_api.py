@@ -537,3 +537,64 @@ def test_deeply_nested_node_data_is_graph_too_large_and_writes_nothing(api_clien
     assert list(Workflow.objects.values_list("pk", flat=True)) == [workflow.pk]
     stored = Workflow.objects.get(pk=workflow.pk)
     assert (stored.graph, stored.revision) == (workflow.graph, workflow.revision)
+
+
+LEAKY_KEYS = (
+    "openai_key",
+    "auth",
+    "bearer",
+    "pwd",
+    "passphrase",
+    "dsn",
+    "jwt",
+    "cookies",
+    "signing_key",
+    "X-Auth",
+    "chat_history",
+    "transcripts",
+    "memory",
+)
+OPENAI_KEY = "sk-proj-Zx81kQ0pLmN4vB7cR2tY9wE3"
+
+
+def _keys_in(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _keys_in(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys_in(v)}
+    return set()
+
+
+def test_an_export_keeps_only_declared_parameters_and_redacts_secret_values_wherever_they_sit(
+    owner, api_client
+):
+    wf = services.workflow_create(owner=owner, name="s", graph=demo_graph())
+    graph = copy.deepcopy(wf.graph)
+    agent = next(n for n in graph["nodes"] if n["type"] == "aiAgent")
+    agent["data"]["parameters"] = {
+        "system_prompt": f"You are helpful. Call the API with {OPENAI_KEY} when asked.",
+        "max_output_tokens": 512,
+        **{key: "hunter2-value" for key in LEAKY_KEYS if key != "X-Auth"},
+        "headers": {"X-Auth": "hunter2-value"},
+    }
+    agent["data"]["label"] = f"Agent ({OPENAI_KEY})"
+    graph["edges"][0]["label"] = "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    # Stored as an old client might have left it: unknown parameters fail the schema on save.
+    Workflow.objects.filter(pk=wf.pk).update(graph=graph)
+
+    response = api_client.get(f"/api/v1/workflows/{wf.pk}/export")
+
+    assert response.status_code == 200
+    export = response.json()
+    assert _keys_in(export) & set(LEAKY_KEYS) == set()
+    assert "hunter2-value" not in json.dumps(export)
+    assert "sk-" not in json.dumps(export)
+    assert "ghp_" not in json.dumps(export)
+    exported = next(n for n in export["graph"]["nodes"] if n["type"] == "aiAgent")
+    assert exported["data"]["parameters"] == {
+        "system_prompt": "You are helpful. Call the API with [redacted] when asked.",
+        "max_output_tokens": 512,
+    }
+    assert exported["data"]["label"] == "Agent ([redacted])"
+    imported = api_client.post("/api/v1/workflows/import", export, format="json")
+    assert imported.status_code == 201
