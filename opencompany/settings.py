@@ -185,6 +185,19 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Production (DEBUG=0) sends cookies over HTTPS only and asks browsers to keep to HTTPS for a year; behind a
+# TLS-terminating proxy, SECURE_PROXY_SSL_HEADER ("HTTP_X_FORWARDED_PROTO,https") says how it marks HTTPS.
+SECURE_COOKIES = _env_bool("SECURE_COOKIES", not DEBUG)
+SESSION_COOKIE_SECURE = SECURE_COOKIES
+CSRF_COOKIE_SECURE = SECURE_COOKIES
+SECURE_HSTS_SECONDS = _env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
+_proxy_ssl_header = [p.strip() for p in os.environ.get("SECURE_PROXY_SSL_HEADER", "").split(",") if p.strip()]
+if _proxy_ssl_header and len(_proxy_ssl_header) != 2:
+    raise ImproperlyConfigured('SECURE_PROXY_SSL_HEADER is "HEADER,value", e.g. "HTTP_X_FORWARDED_PROTO,https".')
+SECURE_PROXY_SSL_HEADER = (_proxy_ssl_header[0], _proxy_ssl_header[1]) if _proxy_ssl_header else None
 
 # --- REST framework -------------------------------------------------------------------------
 REST_FRAMEWORK = {
