@@ -196,7 +196,9 @@ SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
 _proxy_ssl_header = [p.strip() for p in os.environ.get("SECURE_PROXY_SSL_HEADER", "").split(",") if p.strip()]
 if _proxy_ssl_header and len(_proxy_ssl_header) != 2:
-    raise ImproperlyConfigured('SECURE_PROXY_SSL_HEADER is "HEADER,value", e.g. "HTTP_X_FORWARDED_PROTO,https".')
+    raise ImproperlyConfigured(
+        'SECURE_PROXY_SSL_HEADER is "HEADER,value", e.g. "HTTP_X_FORWARDED_PROTO,https".'
+    )
 SECURE_PROXY_SSL_HEADER = (_proxy_ssl_header[0], _proxy_ssl_header[1]) if _proxy_ssl_header else None
 
 # --- REST framework -------------------------------------------------------------------------
