@@ -24,6 +24,7 @@ from graphs.selectors import workflow_for_owner
 from opencompany.core.asyncdb import db_call
 from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, render_error
 from opencompany.core.events import chat_group, owner_group, remember_serving_loop
+from opencompany.core.tokens import AUTH_REVOKED_EVENT, session_digest
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +111,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.resuming: dict[str, list[dict[str, Any]]] = {}
         self.first_seq: dict[str, int] = {}
         self.joined: list[str] = []
+        session = self.scope.get("session")
+        self.session_digest = session_digest(getattr(session, "session_key", None))
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -280,6 +283,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def app_event(self, message: dict[str, Any]) -> None:
         """Group events → frames. Owner-group events are forwarded only for this workflow."""
         event, data = message.get("event", ""), dict(message.get("data") or {})
+        if event == AUTH_REVOKED_EVENT:
+            # A logout closes the sockets of its session; a password change (no session named) all.
+            if data.get("session") in (None, self.session_digest):
+                await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
         if event in OWNER_EVENTS and data.get("workflow_id") != self.workflow_id:
             return
         frame = {"type": event, **data}

@@ -5,6 +5,9 @@
   again). Return a small JSON-safe dict of counts.
 - Reset hooks: called inside Reset's transaction with a `ResetContext`; return a JSON-safe dict of
   what they did, recorded on the closed deployment's `reset_report`.
+- Erasers: called inside the transaction that deletes workflows with `(owner_id, workflow_ids)`
+  (`workflow_ids=None`: everything the owner has, workflows gone earlier included); they delete every
+  row they keep for those workflows, content and history alike. Return a JSON-safe dict of counts.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ class ResetContext:
 
 ContextArchiver = Callable[..., dict[str, Any]]
 ResetHook = Callable[[ResetContext], dict[str, Any]]
+Eraser = Callable[..., dict[str, int]]
 
 _archivers: dict[str, ContextArchiver] = {}
 _reset_hooks: dict[str, ResetHook] = {}
+_erasers: dict[str, Eraser] = {}
 
 
 def register_context_archiver(name: str, archiver: ContextArchiver) -> None:
@@ -35,6 +40,14 @@ def register_context_archiver(name: str, archiver: ContextArchiver) -> None:
 
 def register_reset_hook(name: str, hook: ResetHook) -> None:
     _reset_hooks[name] = hook
+
+
+def register_eraser(name: str, eraser: Eraser) -> None:
+    _erasers[name] = eraser
+
+
+def erasers() -> dict[str, Eraser]:
+    return dict(_erasers)
 
 
 def context_archivers() -> dict[str, ContextArchiver]:

@@ -85,9 +85,10 @@ class LegacyArtifact(models.Model):
 
 
 class ContextArchiveOutbox(models.Model):
-    """Written in the same transaction as a graph change that removes a Context (or deletes the
-    workflow); drained by the registered archivers; retried until done. Survives the workflow row,
-    so it names the workflow by id, not by foreign key."""
+    """Written in the same transaction as a graph change that removes a Context; drained by the
+    registered archivers; retried until done. Names the workflow by id, not by foreign key, so a row
+    still pending when its workflow is deleted does not block the delete (the delete removes it).
+    The `workflow_deleted` reason is no longer written and stays a valid choice for stored rows."""
 
     class State(models.TextChoices):
         PENDING = "pending", "pending"

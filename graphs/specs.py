@@ -91,6 +91,11 @@ class NodeSpec:
     def output_port_names(self) -> frozenset[str]:
         return frozenset(port.name for port in self.ports if port.direction == OUTPUT)
 
+    @cached_property
+    def exported_parameters(self) -> frozenset[str]:
+        """The parameters an export keeps: those the schema declares (it admits no others)."""
+        return frozenset(self.parameters_schema.get("properties") or {})
+
     def to_wire(self) -> dict[str, Any]:
         """The camelCase shape served at `GET /api/v1/node-specs`."""
         ui_hints: dict[str, bool] = {}

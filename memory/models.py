@@ -98,7 +98,9 @@ class MemoryItem(models.Model):
 
 
 class MemoryRevision(models.Model):
-    """Every applied version of every item, plus a tombstone for its removal. Outlives the item."""
+    """Every applied version of every item, plus a tombstone for its removal. Outlives the item, but
+    not its content: removing an item (forget, clear, expiry) erases title, content, category and tags
+    from all its revisions and keeps who changed it, when, the version and the operation."""
 
     class Operation(models.TextChoices):
         REMEMBER = "remember", "remember"
@@ -123,7 +125,7 @@ class MemoryRevision(models.Model):
     version = models.PositiveIntegerField()
     operation = models.CharField(max_length=10, choices=Operation.choices)
     title = models.CharField(max_length=500, null=True, blank=True)  # noqa: DJ001 - null = no title
-    content = models.TextField()
+    content = models.TextField(null=True, blank=True)  # noqa: DJ001 - null = erased with the item
     category = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 - null = none
     tags = models.JSONField(default=list, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)

@@ -46,7 +46,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
@@ -147,6 +147,8 @@ TASKS = {
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    # Not a check: its password_changed hook revokes the owner's API tokens and closes their websockets.
+    {"NAME": "opencompany.core.tokens.RevokeCredentialsOnPasswordChange"},
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -183,11 +185,26 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# Production (DEBUG=0) sends cookies over HTTPS only and asks browsers to keep to HTTPS for a year; behind a
+# TLS-terminating proxy, SECURE_PROXY_SSL_HEADER ("HTTP_X_FORWARDED_PROTO,https") says how it marks HTTPS.
+SECURE_COOKIES = _env_bool("SECURE_COOKIES", not DEBUG)
+SESSION_COOKIE_SECURE = SECURE_COOKIES
+CSRF_COOKIE_SECURE = SECURE_COOKIES
+SECURE_HSTS_SECONDS = _env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
+_proxy_ssl_header = [p.strip() for p in os.environ.get("SECURE_PROXY_SSL_HEADER", "").split(",") if p.strip()]
+if _proxy_ssl_header and len(_proxy_ssl_header) != 2:
+    raise ImproperlyConfigured(
+        'SECURE_PROXY_SSL_HEADER is "HEADER,value", e.g. "HTTP_X_FORWARDED_PROTO,https".'
+    )
+SECURE_PROXY_SSL_HEADER = (_proxy_ssl_header[0], _proxy_ssl_header[1]) if _proxy_ssl_header else None
 
 # --- REST framework -------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "opencompany.core.tokens.ExpiringTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -201,7 +218,10 @@ REST_FRAMEWORK = {
         "auth_token": os.environ.get("OPENCOMPANY_THROTTLE_AUTH_TOKEN", "30/min"),
     },
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Throttles key on REMOTE_ADDR unless proxies in front of the app append to X-Forwarded-For.
+    "NUM_PROXIES": _env_int("OPENCOMPANY_NUM_PROXIES", 0),
 }
+REST_KNOX = {"AUTH_HEADER_PREFIX": "Token", "AUTO_REFRESH": False}
 SPECTACULAR_SETTINGS = {
     "TITLE": "OpenCompany Context & Memory API",
     "DESCRIPTION": "Workflows, agent Context, Memory and owner chat.",
@@ -216,16 +236,33 @@ SPECTACULAR_SETTINGS = {
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 # --- logging: ids and counts only, never content --------------------------------------------
+# Database errors are logged by class, code and table only (their messages quote the refused data). Django's
+# own loggers write through the root handler, so the filter sees them too.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"database_errors": {"()": "opencompany.core.logs.DatabaseErrorFilter"}},
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["database_errors"]}
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.db.backends": {"level": "WARNING"},
+    },
 }
 
 # --- OpenCompany limits and switches (read at call time through django.conf.settings) -------
+# Sign-in: API token lifetime; the client address (how many proxies append to X-Forwarded-For; 0 trusts
+# none); failed sign-ins allowed per address and per username before a lockout that doubles per failure.
+OPENCOMPANY_TOKEN_TTL_S = _env_int("OPENCOMPANY_TOKEN_TTL_S", 7 * 24 * 3600)
+OPENCOMPANY_NUM_PROXIES = _env_int("OPENCOMPANY_NUM_PROXIES", 0)
+OPENCOMPANY_LOGIN_FAILURES_PER_ADDRESS = _env_int("OPENCOMPANY_LOGIN_FAILURES_PER_ADDRESS", 20)
+OPENCOMPANY_LOGIN_FAILURES_PER_USERNAME = _env_int("OPENCOMPANY_LOGIN_FAILURES_PER_USERNAME", 5)
+OPENCOMPANY_LOGIN_LOCKOUT_S = _env_int("OPENCOMPANY_LOGIN_LOCKOUT_S", 60)
+OPENCOMPANY_LOGIN_LOCKOUT_MAX_S = _env_int("OPENCOMPANY_LOGIN_LOCKOUT_MAX_S", 3600)
+OPENCOMPANY_LOGIN_WINDOW_S = _env_int("OPENCOMPANY_LOGIN_WINDOW_S", 900)
 OPENCOMPANY_MAX_BODY_BYTES = _env_int("OPENCOMPANY_MAX_BODY_BYTES", 2 * 1024 * 1024)
 OPENCOMPANY_MAX_GRAPH_NODES = _env_int("OPENCOMPANY_MAX_GRAPH_NODES", 5_000)
 OPENCOMPANY_MAX_GRAPH_EDGES = _env_int("OPENCOMPANY_MAX_GRAPH_EDGES", 20_000)

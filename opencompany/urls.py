@@ -3,9 +3,11 @@ from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from opencompany.core import views as core_views
+from opencompany.core.logins import login_throttled
 
 api_v1: list[URLPattern | URLResolver] = [
     path("auth/token", core_views.AuthTokenView.as_view(), name="auth-token"),
+    path("auth/token/revoke", core_views.RevokeTokenView.as_view(), name="auth-token-revoke"),
     path("", include("graphs.api.urls")),
     path("", include("conversations.api.urls")),
     path("", include("memory.api.urls")),
@@ -13,6 +15,8 @@ api_v1: list[URLPattern | URLResolver] = [
 ]
 
 urlpatterns = [
+    # The admin's sign-in shares the throttle of the login form and the token endpoint.
+    path("admin/login/", login_throttled(admin.site.login), name="admin-login"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

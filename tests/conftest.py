@@ -16,8 +16,9 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
+
+from opencompany.core.tokens import token_issue
 
 CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -80,8 +81,8 @@ def staff(db: Any) -> Any:
 
 def _client_for(user: Any) -> APIClient:
     client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    token, _ = token_issue(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     return client
 
 

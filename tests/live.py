@@ -42,6 +42,7 @@ def process_env(**extra: Any) -> dict[str, str]:
         {
             "DATABASE_URL": test_database_url(),
             "DEBUG": "0",
+            "SECURE_COOKIES": "0",  # served over plain HTTP on loopback
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "DJANGO_SETTINGS_MODULE": "opencompany.settings",
             "PYTHONUNBUFFERED": "1",
@@ -87,11 +88,15 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def asgi_server(**env: Any) -> Iterator[str]:
-    """A daphne process on 127.0.0.1:<free port>; yields its base URL (http://127.0.0.1:port)."""
+def asgi_server(*, access_log: Path | None = None, **env: Any) -> Iterator[str]:
+    """The production server (`python -m opencompany.server`, daphne) on 127.0.0.1:<free port>; yields
+    its base URL (http://127.0.0.1:port). With `access_log`, its access log is written there."""
     port = free_port()
+    argv = [sys.executable, "-m", "opencompany.server", "-b", "127.0.0.1", "-p", str(port)]
+    if access_log is not None:
+        argv += ["--access-log", str(access_log)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "opencompany.asgi:application"],
+        [*argv, "opencompany.asgi:application"],
         cwd=ROOT,
         env=process_env(**env),
         stdout=subprocess.DEVNULL,

@@ -89,6 +89,25 @@ def _check_client_id(client_message_id: str | None) -> str:
     return client_message_id
 
 
+def _replay_of(existing: ChatMessage, *, text: str, kind: str, edit_of: str | None = None) -> Admission:
+    """The first admission of a `client_message_id`, when this request is the same one again: same text,
+    same operation (a send or an edit), the same message edited. Anything else under that id is
+    refused (`idempotency_key_reused`), never dropped in silence."""
+    run = ChatRun.objects.get(run_id=existing.run_id)
+    same = (
+        existing.text == text
+        and run.kind == kind
+        and (edit_of is None or (existing.meta or {}).get("edit_of") == edit_of)
+    )
+    if not same:
+        raise _err(
+            errors.IDEMPOTENCY_KEY_REUSED,
+            "This client_message_id was already used for a different message.",
+            {"message_id": existing.uid},
+        )
+    return Admission(message=existing, run=run, created=False, revision=existing.thread.revision)
+
+
 def _check_revision(thread: ChatThread, expected_revision: int | None) -> None:
     if expected_revision is None:
         return

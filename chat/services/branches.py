@@ -26,6 +26,7 @@ from chat.services._common import (
     _move_leaf,
     _new_run,
     _publish_stop,
+    _replay_of,
     _require_live,
     _thread_for_update,
 )
@@ -211,18 +212,15 @@ def chat_edit(
     client_message_id: str | None = None,
 ) -> Admission:
     """Add an edited version of an owner message beside the original and answer it. The agent's
-    conversation is kept under the left branch and rewound to where the original was asked."""
+    conversation is kept under the left branch and rewound to where the original was asked. A
+    `client_message_id` already used for another message, text or operation is
+    `idempotency_key_reused`."""
     text = _check_text(text)
     client_id = _check_client_id(client_message_id)
     if client_id:
         existing = ChatMessage.objects.filter(thread__workflow=workflow, client_message_id=client_id).first()
         if existing is not None:
-            return Admission(
-                message=existing,
-                run=ChatRun.objects.get(run_id=existing.run_id),
-                created=False,
-                revision=existing.thread.revision,
-            )
+            return _replay_of(existing, text=text, kind=ChatRun.Kind.EDIT, edit_of=message_uid)
     thread, generation, tree, path = _branch_preconditions(workflow, expected_revision)
     uids = [m.uid for m in path]
     if message_uid not in uids:

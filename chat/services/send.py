@@ -25,6 +25,7 @@ from chat.services._common import (
     _new_run,
     _publish_run_event,
     _publish_thread_changed,
+    _replay_of,
     _require_live,
     _thread_for_update,
     run_control_group,
@@ -50,7 +51,8 @@ def chat_send(
 
     An unknown workflow, or another owner's, is `not_found`, before any fault of the message itself. A
     second send while a run is live is refused (`run_in_progress`, `extra.run_id`). A re-send with the
-    same `client_message_id` returns the first message and run (`created=False`) and starts nothing.
+    same `client_message_id` and text returns the first message and run (`created=False`) and starts
+    nothing; that id with another text, or first used by an edit, is `idempotency_key_reused`.
 
     The common case (a thread that exists, a live deployment, a free lane, no matching
     `client_message_id`, the expected revision) goes through the chat store's admission, one statement
@@ -104,8 +106,7 @@ def _send_locked(workflow: Workflow, text: str, client_id: str, expected_revisio
     if client_id:
         existing = ChatMessage.objects.filter(thread=thread, client_message_id=client_id).first()
         if existing is not None:
-            run = ChatRun.objects.get(run_id=existing.run_id)
-            return Admission(message=existing, run=run, created=False, revision=thread.revision)
+            return _replay_of(existing, text=text, kind=ChatRun.Kind.MESSAGE)
     _check_revision(thread, expected_revision)
     _check_lane(thread)
     parent = _leaf_parent(thread, generation)

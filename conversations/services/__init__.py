@@ -9,8 +9,8 @@ canonical_json(wire[i]))`, so a cursor `(length, digest)` is checked against one
 
 Modules: `_common` (message preparation, the head lock, the event, the row writer), `conversation`
 (append, save, rewind), `snapshots` (branch snapshots), `archive` (clear, archive, purge), `epoch` (a
-provider switch's portable hand-off). Import the
-public names from this package.
+provider switch's portable hand-off), `erase` (everything of deleted workflows). Import the public names
+from this package.
 """
 
 from conversations.selectors import conversation_cursor, conversation_list, conversation_load, notes_read
@@ -22,6 +22,7 @@ from conversations.services.archive import (
 )
 from conversations.services.conversation import conversation_append, conversation_rewind, conversation_save
 from conversations.services.epoch import EpochStart, conversation_start_epoch
+from conversations.services.erase import conversations_erase
 from conversations.services.snapshots import (
     BRANCH_SNAPSHOT_MAX_BYTES,
     BRANCH_SNAPSHOTS_PER_THREAD,
@@ -46,5 +47,6 @@ __all__ = [
     "conversation_start_epoch",
     "conversations_archive_for_reset",
     "conversations_archive_for_workflow",
+    "conversations_erase",
     "notes_read",
 ]

@@ -103,3 +103,16 @@ class SubagentOutput(serializers.Serializer):
     node_id = serializers.CharField()
     context_node_id = serializers.CharField()
     revision = serializers.IntegerField()
+
+
+class EraseInput(serializers.Serializer):
+    confirm = serializers.BooleanField()
+
+    def validate_confirm(self, value: bool) -> bool:
+        if value is not True:
+            raise serializers.ValidationError("Send true to confirm erasing all your data.")
+        return value
+
+
+class EraseOutput(serializers.Serializer):
+    erased = serializers.DictField(help_text="Counts of what was deleted, per app.")

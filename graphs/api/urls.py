@@ -3,6 +3,7 @@ from django.urls import path
 from graphs.api import views
 
 urlpatterns = [
+    path("account/erase", views.AccountEraseView.as_view(), name="account-erase"),
     path("node-specs", views.NodeSpecsView.as_view(), name="node-specs"),
     path("workflows", views.WorkflowListView.as_view(), name="workflows"),
     path("workflows/import", views.WorkflowImportView.as_view(), name="workflow-import"),

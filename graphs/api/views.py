@@ -194,3 +194,13 @@ class SubagentView(APIView):
             label=data.validated_data.get("label") or None,
         )
         return Response(out, status=status.HTTP_201_CREATED)
+
+
+class AccountEraseView(APIView):
+    @extend_schema(request=s.EraseInput, responses=s.EraseOutput, summary="Erase all of the owner's data")
+    def post(self, request: Request) -> Response:
+        """Delete every workflow of the signed-in owner and everything kept for them (Memory, its
+        history, conversations, archives, chats). `{confirm: true}` is required. The account stays."""
+        body = s.EraseInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response({"erased": services.owner_data_erase(owner=request.user)})

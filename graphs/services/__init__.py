@@ -4,8 +4,9 @@ Every entry point owns its transaction, and every graph passes the limits check 
 it is validated or stored.
 
 Modules: `_common` (the write report, the limits check, normalization, the refusals), `crud` (create,
-save, get, delete, import, export, add-subagent), `lifecycle` (deploy and reset: generations), `outbox`
-(enqueue and drain of the Context archive outbox). Import the public names from this package.
+save, get, import, export, add-subagent), `erase` (workflow delete and the owner's erase-all), `lifecycle`
+(deploy and reset: generations), `outbox` (enqueue and drain of the Context archive outbox). Import the
+public names from this package.
 """
 
 from graphs.services._common import EMPTY_GRAPH, GraphWrite, graph_normalize
@@ -13,12 +14,12 @@ from graphs.services.crud import (
     workflow_add_subagent,
     workflow_create,
     workflow_create_report,
-    workflow_delete,
     workflow_export,
     workflow_get,
     workflow_import,
     workflow_save,
 )
+from graphs.services.erase import owner_data_erase, workflow_delete
 from graphs.services.lifecycle import workflow_deploy, workflow_reset
 from graphs.services.outbox import outbox_drain
 
@@ -27,6 +28,7 @@ __all__ = [
     "GraphWrite",
     "graph_normalize",
     "outbox_drain",
+    "owner_data_erase",
     "workflow_add_subagent",
     "workflow_create",
     "workflow_create_report",

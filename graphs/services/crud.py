@@ -1,4 +1,4 @@
-"""Workflow CRUD: create, save, get, delete, import, export, and the agent builder's add-subagent.
+"""Workflow CRUD: create, save, get, import, export, and the agent builder's add-subagent.
 
 Every entry point owns its transaction. Graphs are normalized (one pure pipeline) before they are
 validated or stored; the stored graph is always the normalized, sanitized one. A write that removes a
@@ -40,7 +40,7 @@ from graphs.validate import validate_workflow
 from opencompany.core.errors import ApplicationError
 from opencompany.core.events import owner_group, publish_on_commit
 from opencompany.core.ids import mint_id
-from opencompany.core.sanitize import sanitize_payload
+from opencompany.core.sanitize import redact_secret_text, sanitize_export
 
 
 def _context_ids(graph: dict[str, Any]) -> set[str]:
@@ -153,33 +153,29 @@ def workflow_get(*, workflow: Workflow) -> GraphWrite:
     )
 
 
-@transaction.atomic
-def workflow_delete(*, workflow: Workflow) -> int:
-    """Delete the workflow; one archive outbox row per Context node is written atomically with the
-    delete and drained after commit. Returns the number of rows enqueued. Memory items stay."""
-    locked = Workflow.objects.select_for_update().get(pk=workflow.pk)
-    count = outbox_enqueue(
-        workflow_id=locked.pk,
-        owner_id=locked.owner_id,
-        context_ids=_context_ids(locked.graph),
-        reason=ContextArchiveOutbox.Reason.WORKFLOW_DELETED,
-    )
-    publish_on_commit(owner_group(locked.owner_id), "workflow.deleted", {"workflow_id": locked.pk})
-    locked.delete()
-    outbox_drain_on_commit(workflow_id=workflow.pk)
-    return count
-
-
 def workflow_import(*, owner: Any, name: str, graph: Any) -> GraphWrite:
     """Import a graph under fresh ids (a new workflow id makes every node id new); any validation
     error refuses with `validation_failed`. Conversations and memory are never copied."""
     return workflow_create_report(owner=owner, name=name, graph=graph, full_validation=True)
 
 
+def _exported_node(node: dict[str, Any]) -> dict[str, Any]:
+    """The node with only the parameters its spec declares (none for an unknown type)."""
+    data = node.get("data")
+    if not isinstance(data, dict) or not isinstance(data.get("parameters"), dict):
+        return node
+    spec = get_node_spec(str(node.get("type")))
+    allowed = spec.exported_parameters if spec is not None else frozenset()
+    parameters = {k: v for k, v in data["parameters"].items() if k in allowed}
+    return {**node, "data": {**data, "parameters": parameters}}
+
+
 def workflow_export(*, workflow: Workflow) -> dict[str, Any]:
-    """The sanitized `{name, graph}`: no secrets, no runtime state."""
+    """The sanitized `{name, graph}`: node parameters limited to those each node spec declares, no
+    blocked key, and every secret-shaped value (a prompt's API key included) replaced by `[redacted]`."""
     result = graph_normalize(workflow_id=workflow.pk, graph=workflow.graph or EMPTY_GRAPH)
-    return {"name": workflow.name, "graph": sanitize_payload(result.graph)}
+    graph = {**result.graph, "nodes": [_exported_node(n) for n in result.graph.get("nodes", [])]}
+    return {"name": redact_secret_text(workflow.name), "graph": sanitize_export(graph)}
 
 
 @transaction.atomic

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from graphs.hooks import context_archivers
 from graphs.models import ContextArchiveOutbox
+from opencompany.core.logs import error_text
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,6 @@ def _drain_one(row_id: str) -> bool:
     except Exception as exc:
         logger.warning("context archive failed row=%s error=%s", row_id, type(exc).__name__)
         ContextArchiveOutbox.objects.filter(pk=row_id).update(
-            attempts=F("attempts") + 1, last_error=f"{type(exc).__name__}: {str(exc)[:500]}"
+            attempts=F("attempts") + 1, last_error=error_text(exc)
         )
         return False

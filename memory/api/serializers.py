@@ -117,7 +117,9 @@ class RevisionOutput(serializers.Serializer):
     version = serializers.IntegerField()
     operation = serializers.CharField()
     title = serializers.CharField(allow_null=True)
-    content = serializers.CharField()
+    content = serializers.CharField(
+        allow_null=True, help_text="null once the item is removed: its revisions keep no content."
+    )
     category = serializers.CharField(allow_null=True)
     tags = serializers.ListField(child=serializers.CharField())
     expires_at = serializers.CharField(allow_null=True)

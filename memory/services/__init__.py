@@ -8,12 +8,13 @@ revision for every applied version (and a tombstone for a removal), and (d) publ
 `memory.updated` and schedules embedding only after commit.
 
 Modules: `_common` (results, receipts, quota, revisions, the event), `remember`, `edits` (update, forget,
-clear), `maintenance` (expiry purge, receipt pruning, embeddings, index rebuild). Import the public names
-from this package.
+clear), `maintenance` (expiry purge, receipt pruning, embeddings, index rebuild), `erase` (everything of
+deleted workflows). Import the public names from this package.
 """
 
 from memory.services._common import EVENT_TYPE, ClearResult, MemoryResult, Receipt, actor_for_user
 from memory.services.edits import memory_clear, memory_forget, memory_update
+from memory.services.erase import memory_erase
 from memory.services.maintenance import (
     EMBED_BATCH,
     memory_embed,
@@ -32,6 +33,7 @@ __all__ = [
     "actor_for_user",
     "memory_clear",
     "memory_embed",
+    "memory_erase",
     "memory_forget",
     "memory_index_rebuild",
     "memory_purge_expired",

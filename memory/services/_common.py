@@ -208,13 +208,48 @@ def _initial_indexing_state() -> str:
     return IndexingState.PENDING if emb.get_embedder() is not None else IndexingState.LEXICAL
 
 
+def _tombstone(item: MemoryItem, *, operation: str, actor: str, at: datetime) -> MemoryRevision:
+    """The revision recording a removal: who, when, the version and the operation; no content."""
+    return MemoryRevision(
+        memory_id=item.memory_id,
+        namespace=item.namespace,
+        workflow_id=item.workflow_id,
+        memory_node_id=item.memory_node_id,
+        version=item.version + 1,
+        operation=operation,
+        title=None,
+        content=None,
+        category=None,
+        tags=[],
+        expires_at=None,
+        actor=actor,
+        created_at=at,
+    )
+
+
+def _erase_revisions(namespace: str, memory_ids: list[str]) -> int:
+    """Erase the content of every revision of these items (removed items keep no text anywhere)."""
+    erased = 0
+    for start in range(0, len(memory_ids), 500):
+        erased += MemoryRevision.objects.filter(
+            namespace=namespace,
+            memory_id__in=memory_ids[start : start + 500],  # type: ignore[misc]
+        ).update(title=None, content=None, category=None, tags=[], expires_at=None)
+    return erased
+
+
 def _remove_items(items: list[MemoryItem], *, operation: str, actor: str, now: datetime) -> int:
-    """Tombstone and delete these items (call inside the transaction that locked their namespace)."""
+    """Erase the revisions of these items, tombstone and delete them (call inside the transaction that
+    locked their namespace or the items)."""
     if not items:
         return 0
+    by_namespace: dict[str, list[str]] = {}
+    for item in items:
+        by_namespace.setdefault(item.namespace, []).append(item.memory_id)
+    for namespace, memory_ids in sorted(by_namespace.items()):
+        _erase_revisions(namespace, memory_ids)
     MemoryRevision.objects.bulk_create(
-        [_revision_from(i, operation=operation, actor=actor, at=now, version=i.version + 1) for i in items],
-        batch_size=500,
+        [_tombstone(i, operation=operation, actor=actor, at=now) for i in items], batch_size=500
     )
     pks = [i.pk for i in items]
     for start in range(0, len(pks), 500):

@@ -140,8 +140,9 @@ def memory_forget(
     actor: str,
     operation_id: str | None = None,
 ) -> MemoryResult:
-    """Remove an item (expired ones too) whose version is `expected_version`. Its revisions stay,
-    with a tombstone revision (`version + 1`, operation `forget`) recording the removal."""
+    """Remove an item (expired ones too) whose version is `expected_version`. Its revisions stay, with
+    their content erased, and a tombstone revision (`version + 1`, operation `forget`) records the
+    removal. The answer shows the item as it was, once."""
     actor = f.clean_actor(actor)
     operation_id = f.clean_operation_id(operation_id)
     memory_id = f.clean_memory_id(memory_id)
@@ -174,10 +175,7 @@ def memory_forget(
         raise version_conflict(expected=expected_version, current=item.version)
     now = timezone.now()
     view = memory_view(item)
-    _revision_from(item, operation="forget", actor=actor, at=now, version=item.version + 1).save(
-        force_insert=True
-    )
-    MemoryItem.objects.filter(pk=item.pk).delete()
+    _remove_items([item], operation=MemoryRevision.Operation.FORGET, actor=actor, now=now)
     MemoryNamespace.objects.filter(pk=scope.namespace).update(item_count=F("item_count") - 1, updated_at=now)
     if operation_id is not None:
         MemoryReceipt.objects.filter(namespace=scope.namespace, operation_id=operation_id).update(
@@ -189,8 +187,8 @@ def memory_forget(
 
 @transaction.atomic
 def memory_clear(*, scope: MemoryScope, actor: str, operation_id: str | None = None) -> ClearResult:
-    """Remove every item of the namespace (expired ones too), each with a tombstone revision.
-    Items only: conversations (Context) are not touched."""
+    """Remove every item of the namespace (expired ones too), each with a tombstone revision, and erase
+    the content of their revisions. Items only: conversations (Context) are not touched."""
     actor = f.clean_actor(actor)
     operation_id = f.clean_operation_id(operation_id)
     replay = _claim_receipt(

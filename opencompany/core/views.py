@@ -1,4 +1,4 @@
-"""Views of the kernel: the API token endpoint and Django's 404/500 handlers."""
+"""Views of the kernel: the API token endpoints and Django's 404/500 handlers."""
 
 from __future__ import annotations
 
@@ -7,15 +7,18 @@ from typing import Any
 from django.contrib.auth import authenticate
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from drf_spectacular.utils import extend_schema, inline_serializer
+from knox.models import AuthToken
+from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers
-from rest_framework.authtoken.models import Token
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
-from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, render_error
+from opencompany.core import logins, tokens
+from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, invalid, render_error
 
 
 class AuthTokenInput(serializers.Serializer):
@@ -23,30 +26,68 @@ class AuthTokenInput(serializers.Serializer):
     password = serializers.CharField(max_length=4096, trim_whitespace=False)
 
 
+class AuthTokenThrottle(ScopedRateThrottle):
+    """`auth_token`, keyed on the client address (`NUM_PROXIES`); the rate is read per request."""
+
+    def get_rate(self) -> str | None:
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope or "")
+        return None if rate is None else str(rate)
+
+
 class AuthTokenView(APIView):
-    """`POST /api/v1/auth/token {username, password}` → `{token}` for the frontend."""
+    """`POST /api/v1/auth/token {username, password}` → `{token, expires_at}` for the frontend.
+
+    Behind the sign-in throttle (per client address and per username, with lockout backoff) and the
+    `auth_token` rate. Each call issues a new token; older ones stay valid until they expire or are
+    revoked."""
 
     authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
-    throttle_classes = [ScopedRateThrottle]
+    throttle_classes = [AuthTokenThrottle]
     throttle_scope = "auth_token"
 
     @extend_schema(
         request=AuthTokenInput,
-        responses=inline_serializer("AuthTokenOutput", {"token": serializers.CharField()}),
+        responses=inline_serializer(
+            "AuthTokenOutput", {"token": serializers.CharField(), "expires_at": serializers.DateTimeField()}
+        ),
     )
     def post(self, request: Request) -> Response:
         data = AuthTokenInput(data=request.data)
         data.is_valid(raise_exception=True)
-        user = authenticate(
-            request._request,
-            username=data.validated_data["username"],
-            password=data.validated_data["password"],
-        )
+        username = data.validated_data["username"]
+        retry_after = logins.login_retry_after(request=request, username=username)
+        if retry_after is not None:
+            raise drf_exceptions.Throttled(wait=retry_after)
+        user = authenticate(request._request, username=username, password=data.validated_data["password"])
         if user is None or not user.is_active:
+            # The failure was counted by `authenticate` (its `user_login_failed` signal).
             raise ApplicationError("invalid_credentials", "Wrong username or password.", status=401)
-        token, _ = Token.objects.get_or_create(user=user)
-        return Response({"token": token.key})
+        logins.login_succeeded(request=request, username=username)
+        token, expires_at = tokens.token_issue(user=user)
+        return Response({"token": token, "expires_at": expires_at})
+
+
+class RevokeTokenInput(serializers.Serializer):
+    all = serializers.BooleanField(default=False)
+
+
+class RevokeTokenView(APIView):
+    """`POST /api/v1/auth/token/revoke {all?}` → `{revoked}`: revoke the token this request presents, or
+    with `all: true` every token of the owner (and close their websockets)."""
+
+    @extend_schema(
+        request=RevokeTokenInput,
+        responses=inline_serializer("RevokeTokenOutput", {"revoked": serializers.IntegerField()}),
+    )
+    def post(self, request: Request) -> Response:
+        data = RevokeTokenInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        if data.validated_data["all"]:
+            return Response({"revoked": tokens.credentials_revoke(user=request.user)})
+        if not isinstance(request.auth, AuthToken):
+            raise invalid("No token was presented; send `all: true` to revoke every token.")
+        return Response({"revoked": tokens.token_revoke(token=request.auth)})
 
 
 def error_response(error: ApplicationError) -> JsonResponse:

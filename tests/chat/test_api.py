@@ -502,3 +502,73 @@ def test_staff_can_open_the_note_and_feedback_lists(client, staff, workflow):
     assert client.get("/admin/chat/chatnote/").status_code == 200
     assert client.get("/admin/chat/chatfeedback/").status_code == 200
     assert client.get(f"/admin/chat/chatnote/{ChatNote.objects.get().pk}/change/").status_code == 200
+
+
+# --- client_message_id: idempotent for the same message, refused for another -----------------------------
+
+
+def test_a_resend_with_the_same_client_message_id_and_text_is_idempotent(api_client, workflow):
+    first = api_client.post(
+        chat_url(workflow, "/messages"), {"text": "Hi", "client_message_id": "c-1"}, format="json"
+    )
+
+    again = api_client.post(
+        chat_url(workflow, "/messages"), {"text": "Hi", "client_message_id": "c-1"}, format="json"
+    )
+
+    assert (again.status_code, again.json()["created"]) == (202, False)
+    assert again.json()["message"]["id"] == first.json()["message"]["id"]
+    assert ChatMessage.objects.count() == 1
+
+
+def test_a_client_message_id_reused_with_another_text_is_refused_and_writes_nothing(api_client, workflow):
+    first = api_client.post(
+        chat_url(workflow, "/messages"), {"text": "Hi", "client_message_id": "c-1"}, format="json"
+    )
+    services.chat_stop(workflow=workflow, run_id=first.json()["run"]["run_id"])
+    before = chat_state(workflow)
+
+    response = api_client.post(
+        chat_url(workflow, "/messages"), {"text": "Something else", "client_message_id": "c-1"}, format="json"
+    )
+
+    assert response.status_code == 409
+    assert response.json() == {
+        "code": "idempotency_key_reused",
+        "message": "This client_message_id was already used for a different message.",
+        "extra": {"message_id": first.json()["message"]["id"]},
+    }
+    assert chat_state(workflow) == before
+
+
+def test_an_edit_reusing_a_sends_client_message_id_is_refused_and_makes_no_edit(api_client, workflow):
+    admission = services.chat_send(
+        owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Hello there", client_message_id="c-1"
+    )
+    assert async_to_sync(execute_run)(admission.run.run_id) == "finished"
+    before = chat_state(workflow)
+
+    response = api_client.post(
+        chat_url(workflow, f"/messages/{admission.message.uid}/edit"),
+        {"text": "Hello there", "client_message_id": "c-1"},
+        format="json",
+    )
+
+    assert (response.status_code, response.json()["code"]) == (409, "idempotency_key_reused")
+    assert chat_state(workflow) == before
+    assert ChatMessage.objects.filter(meta__edit_of=admission.message.uid).exists() is False
+
+
+def test_a_repeated_edit_with_its_client_message_id_is_idempotent(api_client, workflow):
+    admission = answered(workflow)
+    url = chat_url(workflow, f"/messages/{admission.message.uid}/edit")
+
+    first = api_client.post(url, {"text": "Hello again", "client_message_id": "e-1"}, format="json")
+    again = api_client.post(url, {"text": "Hello again", "client_message_id": "e-1"}, format="json")
+    other = api_client.post(url, {"text": "Hello twice", "client_message_id": "e-1"}, format="json")
+
+    assert (first.status_code, first.json()["created"]) == (202, True)
+    assert (again.status_code, again.json()["created"]) == (202, False)
+    assert again.json()["message"]["id"] == first.json()["message"]["id"]
+    assert (other.status_code, other.json()["code"]) == (409, "idempotency_key_reused")
+    assert ChatMessage.objects.filter(meta__edit_of=admission.message.uid).count() == 1

@@ -176,3 +176,27 @@ async def test_resume_answers_a_snapshot(workflow, owner):
         frames[-1]["text"],
     )
     await communicator.disconnect()
+
+
+async def test_a_client_message_id_reused_with_another_text_is_refused_over_the_socket(
+    workflow, owner, settings
+):
+    settings.OPENCOMPANY_RUN_EXECUTOR = "manual"
+    communicator, _ = await _open(workflow, owner)
+    send = {"type": "send", "client_message_id": "c-1"}
+
+    await communicator.send_to(text_data=json.dumps({**send, "request_id": "a", "text": "one"}))
+    first = (await frames_until(communicator, lambda f: f["type"] == "ack"))[-1]
+    await communicator.send_to(text_data=json.dumps({**send, "request_id": "b", "text": "one"}))
+    same = (await frames_until(communicator, lambda f: f.get("request_id") == "b"))[-1]
+    await communicator.send_to(text_data=json.dumps({**send, "request_id": "c", "text": "two"}))
+    other = (await frames_until(communicator, lambda f: f.get("request_id") == "c"))[-1]
+
+    assert (same["type"], same["created"], same["message_id"]) == ("ack", False, first["message_id"])
+    assert (other["type"], other["code"], other["extra"]) == (
+        "error",
+        "idempotency_key_reused",
+        {"message_id": first["message_id"]},
+    )
+    assert await sync_to_async(list)(ChatMessage.objects.values_list("text", flat=True)) == ["one"]
+    await communicator.disconnect()

@@ -67,15 +67,17 @@ def test_the_archiver_is_idempotent_when_the_drain_retries(workflow, key):
     assert ConversationArchive.objects.count() == 1
 
 
-def test_deleting_the_workflow_archives_and_removes_its_conversations(
+def test_deleting_the_workflow_erases_its_conversations_and_their_archives(
     workflow, key, django_capture_on_commit_callbacks
 ):
+    conversation_append(key=key, messages=turns(2), expected_length=0)
+    conversation_clear(key=key)
     conversation_append(key=key, messages=turns(2), expected_length=0)
 
     with django_capture_on_commit_callbacks(execute=True):
         graph_services.workflow_delete(workflow=workflow)
 
-    assert ConversationArchive.objects.get().workflow_id == key.workflow_id
+    assert ConversationArchive.objects.exists() is False
     assert AgentConversation.objects.exists() is False
     assert ConversationMessage.objects.exists() is False
 

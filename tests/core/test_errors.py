@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from django.test import RequestFactory
+from knox.models import AuthToken
 from rest_framework import exceptions as drf_exceptions
-from rest_framework.authtoken.models import Token
 
 from opencompany.core.api import application_error_for
 from opencompany.core.errors import ApplicationError, internal_error, render_error
@@ -79,7 +79,7 @@ def test_an_oversized_body_is_refused_with_the_error_body_and_nothing_written(cl
         "message": "The request body is larger than 10 bytes.",
         "extra": {"limit": 10, "length": len(body)},
     }
-    assert Token.objects.exists() is False
+    assert AuthToken.objects.exists() is False
 
 
 def test_a_validation_error_is_invalid_request_with_its_fields(client):
@@ -104,7 +104,7 @@ def test_an_application_error_from_a_view_keeps_its_code_and_status(client, owne
         "message": "Wrong username or password.",
         "extra": {},
     }
-    assert Token.objects.exists() is False
+    assert AuthToken.objects.exists() is False
 
 
 def test_malformed_json_and_a_wrong_media_type_are_invalid_request(client):

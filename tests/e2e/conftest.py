@@ -78,6 +78,7 @@ class LiveServer:
                 "OPENCOMPANY_RUN_EXECUTOR": "inprocess",
                 "OPENCOMPANY_OFFLINE_PACING_MS": PACING_MS,
                 "DEBUG": "0",
+                "SECURE_COOKIES": "0",  # served over plain HTTP on loopback
                 "SECRET_KEY": "e2e-secret-key-not-for-production-0123456789",
                 "ALLOWED_HOSTS": "127.0.0.1",
                 "DJANGO_SETTINGS_MODULE": "opencompany.settings",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from typing import Any
 
 import pytest
@@ -537,3 +538,87 @@ def test_deeply_nested_node_data_is_graph_too_large_and_writes_nothing(api_clien
     assert list(Workflow.objects.values_list("pk", flat=True)) == [workflow.pk]
     stored = Workflow.objects.get(pk=workflow.pk)
     assert (stored.graph, stored.revision) == (workflow.graph, workflow.revision)
+
+
+LEAKY_KEYS = (
+    "openai_key",
+    "auth",
+    "bearer",
+    "pwd",
+    "passphrase",
+    "dsn",
+    "jwt",
+    "cookies",
+    "signing_key",
+    "X-Auth",
+    "chat_history",
+    "transcripts",
+    "memory",
+)
+OPENAI_KEY = "sk-proj-Zx81kQ0pLmN4vB7cR2tY9wE3"
+
+
+def _keys_in(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _keys_in(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys_in(v)}
+    return set()
+
+
+def test_an_export_keeps_only_declared_parameters_and_redacts_secret_values_wherever_they_sit(
+    owner, api_client
+):
+    wf = services.workflow_create(owner=owner, name="s", graph=demo_graph())
+    graph = copy.deepcopy(wf.graph)
+    agent = next(n for n in graph["nodes"] if n["type"] == "aiAgent")
+    agent["data"]["parameters"] = {
+        "system_prompt": f"You are helpful. Call the API with {OPENAI_KEY} when asked.",
+        "max_output_tokens": 512,
+        **{key: "hunter2-value" for key in LEAKY_KEYS if key != "X-Auth"},
+        "headers": {"X-Auth": "hunter2-value"},
+    }
+    agent["data"]["label"] = f"Agent ({OPENAI_KEY})"
+    graph["edges"][0]["label"] = "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    # Stored as an old client might have left it: unknown parameters fail the schema on save.
+    Workflow.objects.filter(pk=wf.pk).update(graph=graph)
+
+    response = api_client.get(f"/api/v1/workflows/{wf.pk}/export")
+
+    assert response.status_code == 200
+    export = response.json()
+    assert _keys_in(export) & set(LEAKY_KEYS) == set()
+    assert "hunter2-value" not in json.dumps(export)
+    assert "sk-" not in json.dumps(export)
+    assert "ghp_" not in json.dumps(export)
+    exported = next(n for n in export["graph"]["nodes"] if n["type"] == "aiAgent")
+    assert exported["data"]["parameters"] == {
+        "system_prompt": "You are helpful. Call the API with [redacted] when asked.",
+        "max_output_tokens": 512,
+    }
+    assert exported["data"]["label"] == "Agent ([redacted])"
+    imported = api_client.post("/api/v1/workflows/import", export, format="json")
+    assert imported.status_code == 201
+
+
+def test_twenty_thousand_edges_without_ids_validate_through_the_api_in_under_a_second(api_client, workflow):
+    graph = {
+        "nodes": [
+            {"id": "t", "type": "chatTrigger", "data": {}},
+            {"id": "a", "type": "aiAgent", "data": {}},
+        ],
+        "edges": [{"source": "t", "target": "a"} for _ in range(20_000)],
+    }
+    body = json.dumps({"graph": graph})
+    url = f"/api/v1/workflows/{workflow.pk}/validate"
+    api_client.post(url, {"graph": demo_graph()}, format="json")  # warm the specs and parameter checks
+    timings, responses = [], []
+    # The fastest of three: a busy machine's scheduler should not decide a test about growth.
+    for _ in range(3):
+        started = time.perf_counter()
+        responses.append(api_client.post(url, body, content_type="application/json"))
+        timings.append(time.perf_counter() - started)
+
+    assert [r.status_code for r in responses] == [200, 200, 200]
+    assert responses[-1].json() == {"errors": [], "warnings": []}
+    assert min(timings) < 1.0

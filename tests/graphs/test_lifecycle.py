@@ -9,8 +9,11 @@ from typing import Any
 import pytest
 
 from graphs import services
-from graphs.hooks import _archivers, register_context_archiver
+from graphs.hooks import _archivers, erasers, register_context_archiver
 from graphs.models import ContextArchiveOutbox, Deployment, LegacyArtifact, Workflow
+from memory import services as memory_services
+from memory.models import MemoryItem
+from memory.scope import memory_scope
 from opencompany.core.errors import ApplicationError
 from tests.conftest import demo_graph, make_workflow, node_id
 
@@ -183,43 +186,39 @@ def test_archiver_that_raises_leaves_the_row_pending_and_the_next_get_retries(ow
     assert (row.state, row.attempts, row.last_error) == ("done", 2, "")
 
 
-def test_deleting_a_workflow_enqueues_one_row_per_context_atomically(owner, archiver_calls):
-    graph = demo_graph()
-    graph["nodes"].append({"id": "agent2", "type": "aiAgent", "position": {"x": 0, "y": 0}, "data": {}})
-    graph["nodes"].append({"id": "ctx2", "type": "context", "position": {"x": 0, "y": 0}, "data": {}})
-    graph["edges"].append(
-        {
-            "id": "e9",
-            "source": "ctx2",
-            "sourceHandle": "output-context",
-            "target": "agent2",
-            "targetHandle": "input-context",
-        }
-    )
-    workflow = make_workflow(owner, graph=graph, deploy=False)
-
-    services.workflow_delete(workflow=workflow)
-
-    assert Workflow.objects.filter(pk=workflow.pk).exists() is False
-    rows = ContextArchiveOutbox.objects.filter(workflow_id=workflow.pk).order_by("context_node_id")
-    assert [(r.context_node_id, r.reason) for r in rows] == [
-        (node_id(workflow, "context", 1), "workflow_deleted"),
-        (node_id(workflow, "context", 2), "workflow_deleted"),
-    ]
-
-
-def test_a_failed_delete_rolls_back_its_outbox_rows(owner, monkeypatch):
+def test_deleting_a_workflow_runs_every_eraser_with_its_ids_and_enqueues_nothing(owner, monkeypatch):
     workflow = make_workflow(owner, deploy=False)
+    calls: list[dict[str, Any]] = []
 
-    def boom(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("delete failed")
+    def record(**kwargs: Any) -> dict[str, int]:
+        calls.append(kwargs)
+        return {"rows": 0}
 
-    monkeypatch.setattr(Workflow, "delete", boom)
+    monkeypatch.setattr("graphs.services.erase.erasers", lambda: {"recorder": record})
+
+    report = services.workflow_delete(workflow=workflow)
+
+    assert calls == [{"owner_id": owner.pk, "workflow_ids": [workflow.pk]}]
+    assert report == {"recorder": {"rows": 0}, "graphs": {"archive_outbox": 0}, "workflows": 1}
+    assert Workflow.objects.filter(pk=workflow.pk).exists() is False
+    assert ContextArchiveOutbox.objects.exists() is False
+
+
+def test_a_failed_eraser_rolls_the_whole_delete_back(owner, monkeypatch):
+    workflow = make_workflow(owner, deploy=False)
+    scope = memory_scope(workflow=workflow, memory_node_id=node_id(workflow, "simpleMemory"))
+    memory_services.memory_remember(scope=scope, content="kept", actor="owner:1")
+    real = erasers()
+
+    def boom(**kwargs: Any) -> dict[str, int]:
+        raise RuntimeError("erase failed")
+
+    monkeypatch.setattr("graphs.services.erase.erasers", lambda: {**real, "zz-boom": boom})
     with pytest.raises(RuntimeError):
         services.workflow_delete(workflow=workflow)
 
-    assert ContextArchiveOutbox.objects.exists() is False
     assert Workflow.objects.filter(pk=workflow.pk).exists() is True
+    assert MemoryItem.objects.filter(workflow_id=workflow.pk).count() == 1
 
 
 def test_legacy_rewrite_into_two_agents(owner):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from daphne.management.commands.runserver import Command as RunserverCommand
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
@@ -16,6 +17,7 @@ from django.db import transaction
 from chat.watchdog import start_in_process_watchdog
 from graphs import services as graph_services
 from graphs.models import Workflow
+from opencompany.server import Server
 
 DEMO_USERNAME = "demo"
 DEMO_WORKFLOW = "Demo assistant"
@@ -118,4 +120,6 @@ class Command(BaseCommand):
         if options["no_serve"]:
             return
         start_in_process_watchdog()  # the embedded default runs the chat watchdog in-process
-        call_command("runserver", addr, use_reloader=False)
+        runserver = RunserverCommand()
+        runserver.server_cls = Server  # the body limit and the access log of the production server
+        call_command(runserver, addr, use_reloader=False)

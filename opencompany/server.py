@@ -1,0 +1,153 @@
+"""The production server: daphne, with a request body limit enforced while reading and an access log
+without query strings.
+
+Run it as `python -m opencompany.server -b 0.0.0.0 -p 8000 opencompany.asgi:application` (every daphne
+option applies). Daphne's HTTP layer reads a whole request body, to memory or a temporary file, before
+the application sees the request, so a limit in the application comes too late; here a body larger than
+`OPENCOMPANY_MAX_BODY_BYTES`, announced by `Content-Length` or counted while a chunked body arrives, is
+answered 413 `too_large` at once and the rest of it is never read. The access log writes each request's
+path without its query string (query strings carry search text).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from daphne.cli import CommandLineInterface
+from daphne.http_protocol import HTTPFactory, WebRequest
+from daphne.server import Server as DaphneServer
+from django.conf import settings
+from twisted.internet import reactor
+
+from opencompany.core.errors import TOO_LARGE, ApplicationError, render_error
+
+# After a refusal the connection reads (and drops) what the client still sends for at most this long,
+# so the client can read the 413 before the connection closes, then it is cut.
+REFUSED_LINGER_S = 2.0
+
+
+def path_without_query(path: Any) -> Any:
+    """The request path of an access-log entry without its query string."""
+    return path.split("?", 1)[0] if isinstance(path, str) else path
+
+
+def too_large_body(limit: int, length: int | None) -> bytes:
+    """The 413 error body, the same envelope as every other refusal."""
+    extra: dict[str, Any] = {"limit": limit}
+    if length is not None:
+        extra["length"] = length
+    error = ApplicationError(TOO_LARGE, f"The request body is larger than {limit} bytes.", extra, status=413)
+    return json.dumps(render_error(error)).encode()
+
+
+class BodyLimitedRequest(WebRequest):
+    """Daphne's request, refusing a body over the limit as soon as its size is known."""
+
+    _refused = False
+    _received = 0
+
+    def gotLength(self, length: int | None) -> None:
+        limit = int(settings.OPENCOMPANY_MAX_BODY_BYTES)
+        if length is not None and length > limit:
+            self._refuse(limit, length)
+            return
+        super().gotLength(length)
+
+    def handleContentChunk(self, data: bytes) -> None:
+        if self._refused:
+            return
+        self._received += len(data)
+        limit = int(settings.OPENCOMPANY_MAX_BODY_BYTES)
+        if self._received > limit:
+            self._refuse(limit, None)
+            return
+        super().handleContentChunk(data)
+
+    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+        if self._refused:
+            return
+        super().requestReceived(command, path, version)
+
+    def _refuse(self, limit: int, length: int | None) -> None:
+        self._refused = True
+        self.content = io.BytesIO()  # nothing of the body is kept
+        channel = self.channel
+        transport = channel.transport
+        body = too_large_body(limit, length)
+        transport.write(
+            b"HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
+            + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body)
+            + body
+        )
+        # From here on the connection parses nothing: what the client still sends is dropped unread.
+        channel.dataReceived = lambda data: None
+        self._log_refusal()
+        try:
+            transport.loseWriteConnection()
+        except (AttributeError, NotImplementedError):
+            transport.loseConnection()
+        reactor.callLater(REFUSED_LINGER_S, _abort, transport)  # type: ignore[call-arg,arg-type]
+
+    def _log_refusal(self) -> None:
+        client = self.getClientAddress()
+        host, port = getattr(client, "host", None), getattr(client, "port", None)
+        # The request line is parsed into the request only once the body is complete; the channel
+        # holds it until then.
+        method = getattr(self.channel, "_command", None) or b"-"
+        path = getattr(self.channel, "_path", None) or b"-"
+        self.server.log_action(
+            "http",
+            "complete",
+            {
+                "path": path.decode("ascii", "replace"),
+                "status": 413,
+                "method": method.decode("ascii", "replace"),
+                "client": f"{host}:{port}" if host is not None else None,
+                "time_taken": 0.0,
+                "size": 0,
+            },
+        )
+
+
+def _abort(transport: Any) -> None:
+    if getattr(transport, "connected", False):
+        transport.abortConnection()
+
+
+class BodyLimitedHTTPFactory(HTTPFactory):
+    def buildProtocol(self, addr: Any) -> Any:
+        protocol = super().buildProtocol(addr)
+        protocol.requestFactory = BodyLimitedRequest
+        return protocol
+
+
+class Server(DaphneServer):
+    """Daphne's server with `BodyLimitedRequest` and an access log without query strings."""
+
+    @property
+    def http_factory(self) -> HTTPFactory:
+        return self._http_factory
+
+    @http_factory.setter
+    def http_factory(self, factory: HTTPFactory) -> None:
+        # `run()` builds daphne's factory and assigns it here; ours takes its place.
+        self._http_factory = BodyLimitedHTTPFactory(self)
+
+    def log_action(self, protocol: str, action: str, details: dict[str, Any]) -> None:
+        if "path" in details:
+            details = {**details, "path": path_without_query(details["path"])}
+        super().log_action(protocol, action, details)
+
+
+class CommandLine(CommandLineInterface):
+    server_class = Server
+
+
+def main() -> None:
+    CommandLine.entrypoint()
+
+
+if __name__ == "__main__":
+    main()

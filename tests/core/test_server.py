@@ -1,0 +1,143 @@
+"""The production server (`python -m opencompany.server`, daphne) as a real process: request bodies over
+the limit are refused while they arrive, chunked bodies reach the application whole, and the access log
+carries no query strings."""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from opencompany.core.tokens import token_issue
+from tests.conftest import make_workflow
+from tests.live import asgi_server
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MB = 1024 * 1024
+LIMIT = 2 * MB
+PIECE = 64 * 1024
+
+
+def _response(raw: bytes) -> tuple[int, dict[str, Any]]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, json.loads(body)
+
+
+def _upload(base_url: str, path: str, *, total: int, chunked: bool) -> tuple[bytes, int]:
+    """POST `total` bytes to `path`, reading while sending; stops sending as soon as an answer arrives.
+    Returns the raw answer and how many body bytes were sent by then."""
+    address = urlsplit(base_url)
+    sock = socket.create_connection((address.hostname, address.port), timeout=10)
+    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {total}"
+    sock.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/json\r\n"
+        f"{framing}\r\n\r\n".encode()
+    )
+    sock.setblocking(False)
+    answer, sent, pending = b"", 0, b""
+    piece = b"x" * PIECE
+    deadline = time.monotonic() + 30
+    try:
+        while (sent < total or pending) and time.monotonic() < deadline:
+            readable, writable, _ = select.select([sock], [sock], [], 1)
+            if readable:
+                data = sock.recv(PIECE)
+                answer += data
+                if not data or b"\r\n\r\n" in answer:
+                    break
+                continue
+            if writable:
+                if not pending:
+                    pending = b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece
+                    sent += len(piece)
+                pending = pending[sock.send(pending) :]
+        sock.setblocking(True)
+        sock.settimeout(5)
+        while True:
+            data = sock.recv(PIECE)
+            if not data:
+                break
+            answer += data
+    except (BrokenPipeError, ConnectionResetError, TimeoutError, BlockingIOError):
+        pass
+    finally:
+        sock.close()
+    return answer, sent
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["sized", "chunked"])
+def test_a_64_mb_body_is_refused_before_authentication_while_most_of_it_is_unsent(chunked):
+    total = 64 * MB
+
+    with asgi_server(OPENCOMPANY_MAX_BODY_BYTES=LIMIT) as url:
+        answer, sent = _upload(url, "/api/v1/workflows", total=total, chunked=chunked)
+
+    status, body = _response(answer)
+    assert status == 413  # not 401: the body limit comes before authentication
+    assert body == {
+        "code": "too_large",
+        "message": f"The request body is larger than {LIMIT} bytes.",
+        "extra": {"limit": LIMIT} if chunked else {"limit": LIMIT, "length": total},
+    }
+    assert sent < total // 8
+
+
+def test_a_chunked_graph_reaches_validate_whole(owner):
+    workflow = make_workflow(owner)
+    token, _ = token_issue(user=owner)
+    graph = {"nodes": [{"id": "x", "type": "noSuchType", "data": {}}], "edges": []}
+    body = json.dumps({"graph": graph}).encode()
+
+    with asgi_server() as url:
+        address = urlsplit(url)
+        with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
+            sock.sendall(
+                f"POST /api/v1/workflows/{workflow.pk}/validate HTTP/1.1\r\nHost: {address.netloc}\r\n"
+                f"Authorization: Token {token}\r\nContent-Type: application/json\r\n"
+                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode()
+                + b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:10], body[10:]))
+                + b"0\r\n\r\n"
+            )
+            answer = b""
+            while data := sock.recv(PIECE):
+                answer += data
+
+    status, report = _response(answer)
+    assert status == 200
+    assert [e["code"] for e in report["errors"]] == ["unknown_node_type"]
+
+
+def test_the_access_log_has_paths_without_query_strings(owner, tmp_path):
+    workflow = make_workflow(owner)
+    token, _ = token_issue(user=owner)
+    log = tmp_path / "access.log"
+    path = f"/api/v1/workflows/{workflow.pk}/memory/{workflow.pk}:simpleMemory:1/items"
+
+    with asgi_server(access_log=log) as url:
+        address = urlsplit(url)
+        with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
+            sock.sendall(
+                f"GET {path}?query=my+bank+pin+is+4321 HTTP/1.1\r\nHost: {address.netloc}\r\n"
+                f"Authorization: Token {token}\r\nConnection: close\r\n\r\n".encode()
+            )
+            answer = b""
+            while data := sock.recv(PIECE):
+                answer += data
+        assert answer.startswith(b"HTTP/1.1 200")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and path not in log.read_text():
+            time.sleep(0.05)
+
+    lines = log.read_text().splitlines()
+    requests = [(line.split('"')[1], line.split('"')[2].split()[0]) for line in lines]
+    # The first is the server's readiness probe.
+    assert requests == [("GET /accounts/login/", "200"), (f"GET {path}", "200")]
+    assert "4321" not in log.read_text()
+    assert "query" not in log.read_text()
