@@ -10,6 +10,7 @@ CANNOT_REWIND = "cannot_rewind"
 BRANCH_UNAVAILABLE = "branch_unavailable"
 MESSAGE_TOO_LONG = "message_too_long"
 RATE_LIMITED = "rate_limited"
+CHAT_NOT_ARCHIVED = "chat_not_archived"
 
 # run error codes (on `run.error` and `ChatRun.error_code`)
 RUN_FAILED = "run_failed"
@@ -32,4 +33,5 @@ STATUS = {
     BRANCH_UNAVAILABLE: 409,
     MESSAGE_TOO_LONG: 400,
     RUN_ENDED: 409,
+    CHAT_NOT_ARCHIVED: 409,
 }
