@@ -3,6 +3,7 @@ the workflow's chats (current and archived)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -239,10 +240,19 @@ DERIVED_TITLE_CHARS = 80
 UNTITLED = "New chat"
 
 
+# Markdown a title leaves out: block markers at the start of the line (heading, quote, list, task box,
+# fence) and emphasis or code marks.
+_BLOCK_MARKERS = re.compile(r"^(?:#{1,6}\s+|>\s*|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+|`{3,}\S*)+")
+_INLINE_MARKS = re.compile(r"\*\*|__|~~|`")
+
+
 def derived_title(text: str | None) -> str:
-    """A chat's title taken from its first message: the words of its first non-blank line, cut short."""
-    line = next((line for line in (text or "").splitlines() if line.strip()), "")
-    flat = " ".join(line.split())
+    """A chat's title taken from its first message: the words of its first non-blank line without
+    Markdown marks, cut short."""
+    lines = (
+        _INLINE_MARKS.sub("", _BLOCK_MARKERS.sub("", line.strip())) for line in (text or "").splitlines()
+    )
+    flat = " ".join(next((line for line in lines if line.strip()), "").split())
     if not flat:
         return UNTITLED
     return flat if len(flat) <= DERIVED_TITLE_CHARS else flat[: DERIVED_TITLE_CHARS - 1].rstrip() + "…"

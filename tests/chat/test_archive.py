@@ -194,6 +194,9 @@ def test_the_transcript_of_an_archived_chat_has_its_versions_and_ratings(workflo
 
 def test_titles_come_from_the_first_line_of_the_first_message():
     assert derived_title("\n  Plan the   trip\nto Lisbon") == "Plan the trip"
+    assert derived_title("# **Boiler** `code`\nmore") == "Boiler code"
+    assert derived_title("```python\nprint(1)\n```") == "print(1)"
+    assert derived_title("- [x] done item") == "done item"
     assert derived_title("") == "New chat"
     assert derived_title("x" * 100) == "x" * 79 + "…"
 
