@@ -82,6 +82,7 @@ export class ChatList {
         const meta = h(
           "span",
           { class: "chat-meta" },
+          chat.current ? h("span", { class: "chat-badge", text: "Current" }) : null,
           timeNode(chat.archived_at || chat.updated_at),
           ` · ${chat.message_count} message${chat.message_count === 1 ? "" : "s"}`,
         );
@@ -99,7 +100,6 @@ export class ChatList {
             },
           },
           h("span", { class: "chat-name", text: chat.title }),
-          chat.current ? h("span", { class: "chat-badge", text: "Current" }) : null,
           meta,
         );
         return h("li", { class: `chat-item${chat.current ? " is-current" : ""}` }, link);

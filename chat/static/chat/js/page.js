@@ -112,6 +112,7 @@ export class ChatPage {
     } else if (state === "open") {
       banner.hidden = true;
       banner.textContent = "";
+      this.chats.loadSoon(); // the list may have changed (or failed to load) while the socket was down
     }
     this.updateComposer();
   }
@@ -629,7 +630,9 @@ export class ChatPage {
     this.el.earlier.hidden = !this.hasMore || Boolean(this.archived);
 
     const editArea = this.editing ? this.el.messages.querySelector(".edit-input") : null;
-    const again = focusKey ? this.el.messages.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`) : null;
+    let again = focusKey ? this.el.messages.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`) : null;
+    // the last version's "next" arrow is disabled: focus stays in the switcher on the other arrow
+    if (again?.disabled) again = again.closest(".versions")?.querySelector("button:not(:disabled)") || null;
     if (again) again.focus({ preventScroll: true });
     else if (editArea && (focusKey || document.activeElement === document.body)) editArea.focus();
     const anchored = this.anchor ? this.el.messages.querySelector(`[data-id="${CSS.escape(this.anchor.id)}"]`) : null;
