@@ -408,6 +408,7 @@ def test_screenshots_desktop_phone_and_dark(
     _shoot(page, "chat-mobile.png")
     page.get_by_role("button", name="Agent panels", exact=True).click()
     expect(page.get_by_role("button", name="Close side panels")).to_be_focused()
+    expect(page.locator("#panels")).to_have_css("transform", "none")  # slid in all the way
     _shoot(page, "chat-mobile-panels.png")
 
     dark = new_page(color_scheme="dark")
