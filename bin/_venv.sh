@@ -19,6 +19,10 @@ ensure_venv() {  # $1: extras, e.g. "dev" or ""
   fi
   want="$( (cat pyproject.toml; echo "$extras") | sha256sum | cut -c1-16)"
   stamp=".venv/.installed-${want}"
+  # An install with the dev extras holds everything the app needs: bin/run uses it as it is.
+  if [ -z "$extras" ] && [ -f ".venv/.installed-$( (cat pyproject.toml; echo dev) | sha256sum | cut -c1-16)" ]; then
+    return 0
+  fi
   if [ ! -f "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec"

@@ -1,14 +1,19 @@
-"""Staff views of the owner chat. Rows are read-only here; ending a run goes through the service."""
+"""Staff views of the owner chat. Rows are read-only here; ending a run, archiving a chat and purging an
+archived one go through the services."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.contrib.admin import helpers
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
 from chat.models import ChatFeedback, ChatMessage, ChatNote, ChatRun, ChatThread, ProviderProbe
-from chat.services import chat_end_run, provider_probes_forget
+from chat.services import chat_archive, chat_end_run, chat_purge, provider_probes_forget
 from opencompany.core.admin import ReadOnlyMixin, pretty_json
 
 PREVIEW_CHARS = 120
@@ -54,17 +59,106 @@ class ChatMessageInline(ReadOnlyMixin, admin.TabularInline):
         return _preview(obj.text)
 
 
+class ArchivedFilter(admin.SimpleListFilter):
+    title = "state"
+    parameter_name = "archived"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("no", "current"), ("yes", "archived")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ChatThread]) -> QuerySet[ChatThread]:
+        if self.value() == "yes":
+            return queryset.filter(archived_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(archived_at__isnull=True)
+        return queryset
+
+
 @admin.register(ChatThread)
 class ChatThreadAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ("workflow", "owner", "active_leaf_uid", "revision", "updated_at")
-    list_select_related = ("workflow", "workflow__owner")
-    search_fields = ("workflow__id", "workflow__name", "workflow__owner__username", "active_leaf_uid")
-    readonly_fields = ("workflow", "active_leaf_uid", "revision", "created_at", "updated_at")
+    """Chats, current and archived. "New chat" archives a workflow's current chat; purging an archived
+    chat deletes its rows after a confirmation page. Both go through the chat services."""
+
+    list_display = (
+        "id",
+        "chat_title",
+        "home_workflow",
+        "owner",
+        "state",
+        "messages",
+        "created_at",
+        "archived_at",
+    )
+    list_select_related = ("home_workflow", "home_workflow__owner")
+    list_filter = (ArchivedFilter,)
+    search_fields = (
+        "title",
+        "home_workflow__id",
+        "home_workflow__name",
+        "home_workflow__owner__username",
+        "active_leaf_uid",
+    )
+    readonly_fields = (
+        "home_workflow",
+        "workflow",
+        "title",
+        "active_leaf_uid",
+        "revision",
+        "created_at",
+        "updated_at",
+        "archived_at",
+    )
+    ordering = ("-created_at", "-id")
     inlines = [ChatMessageInline]
+    actions = ["archive_chats", "purge_chats"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ChatThread]:
+        return super().get_queryset(request).annotate(message_total=Count("messages"))
 
     @admin.display(description="owner")
     def owner(self, obj: ChatThread) -> str:
-        return str(obj.workflow.owner)
+        return str(obj.home_workflow.owner)
+
+    @admin.display(description="title")
+    def chat_title(self, obj: ChatThread) -> str:
+        return obj.title or "(from its first message)"
+
+    @admin.display(description="state")
+    def state(self, obj: ChatThread) -> str:
+        return "archived" if obj.archived_at else "current"
+
+    @admin.display(description="messages", ordering="message_total")
+    def messages(self, obj: ChatThread) -> int:
+        return int(getattr(obj, "message_total", 0))
+
+    @admin.action(description="New chat: archive the selected current chats (the agents get a new mind)")
+    def archive_chats(self, request: HttpRequest, queryset: QuerySet[ChatThread]) -> None:
+        archived = 0
+        for thread in queryset.filter(workflow__isnull=False).select_related("workflow"):
+            if thread.workflow is not None and chat_archive(workflow=thread.workflow)["archived_chat_id"]:
+                archived += 1
+        self.message_user(request, f"Archived {archived} chat(s).", messages.SUCCESS)
+
+    @admin.action(description="Purge the selected archived chats (delete for good)…")
+    def purge_chats(self, request: HttpRequest, queryset: QuerySet[ChatThread]) -> TemplateResponse | None:
+        archived = list(queryset.filter(archived_at__isnull=False).select_related("home_workflow"))
+        skipped = queryset.filter(archived_at__isnull=True).count()
+        if request.POST.get("confirm") == "yes":
+            purged = sum(
+                chat_purge(workflow=t.home_workflow, chat_id=t.pk, confirm=True)["purged"] for t in archived
+            )
+            note = f" Skipped {skipped} current chat(s): archive them first." if skipped else ""
+            self.message_user(request, f"Purged {purged} archived chat(s).{note}", messages.SUCCESS)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Purge archived chats?",
+            "opts": self.model._meta,
+            "chats": archived,
+            "skipped": skipped,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/chat/chatthread/purge_confirmation.html", context)
 
 
 @admin.register(ChatRun)

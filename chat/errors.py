@@ -11,6 +11,7 @@ BRANCH_UNAVAILABLE = "branch_unavailable"
 MESSAGE_TOO_LONG = "message_too_long"
 RATE_LIMITED = "rate_limited"
 IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+CHAT_NOT_ARCHIVED = "chat_not_archived"
 
 # run error codes (on `run.error` and `ChatRun.error_code`)
 RUN_FAILED = "run_failed"
@@ -34,4 +35,5 @@ STATUS = {
     MESSAGE_TOO_LONG: 400,
     RUN_ENDED: 409,
     IDEMPOTENCY_KEY_REUSED: 409,
+    CHAT_NOT_ARCHIVED: 409,
 }

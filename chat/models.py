@@ -1,5 +1,5 @@
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from graphs.models import Workflow
 
@@ -8,21 +8,45 @@ TERMINAL_STATES = ("finished", "error", "stopped")
 
 
 class ChatThread(models.Model):
-    """One per workflow: the owner's conversation tree and where its shown path ends."""
+    """One chat of a workflow: the owner's conversation tree and where its shown path ends.
 
-    workflow = models.OneToOneField(Workflow, on_delete=models.CASCADE, related_name="chat_thread")
+    A workflow has at most one current chat (`workflow` set) and any number of archived ones
+    (`workflow` cleared, `archived_at` set), all listed under `home_workflow`. Archived chats are
+    read-only: every write reaches the chat through `workflow`, so it only ever finds the current one.
+    """
+
+    # The workflow whose current chat this is; None once archived.
+    workflow = models.OneToOneField(
+        Workflow, null=True, blank=True, on_delete=models.CASCADE, related_name="chat_thread"
+    )
+    # The workflow whose chat list shows this chat, current or archived.
+    home_workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="chats")
+    title = models.CharField(max_length=200, blank=True, default="")
     active_leaf_uid = models.CharField(max_length=64, blank=True, default="")
     revision = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                # `workflow__isnull=False` too: a comparison with NULL is unknown, which a CHECK lets pass.
+                condition=Q(workflow__isnull=False, workflow=F("home_workflow"), archived_at__isnull=True)
+                | Q(workflow__isnull=True, archived_at__isnull=False),
+                name="chat_thread_current_or_archived",
+            ),
+        ]
+        indexes = [models.Index(fields=["home_workflow", "created_at"], name="chat_thread_home_created")]
 
     def __str__(self) -> str:
-        return f"thread {self.workflow_id} r{self.revision}"
+        state = "archived" if self.archived_at else "current"
+        return f"chat {self.pk} of {self.home_workflow_id} ({state}) r{self.revision}"
 
     @property
     def snapshot_key(self) -> str:
         """The key branch snapshots of this thread are kept under."""
-        return f"chat:{self.workflow_id}:{self.pk}"
+        return f"chat:{self.home_workflow_id}:{self.pk}"
 
 
 class ChatMessage(models.Model):

@@ -1,12 +1,16 @@
-"""Reads for the owner chat: the message tree, the active path, versions, editable ids, history."""
+"""Reads for the owner chat: the message tree, the active path, versions, editable ids, history, and
+the workflow's chats (current and archived)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce, Substr
 from django.utils import timezone
 
 from chat.models import (
@@ -230,7 +234,7 @@ def message_rendered(*, message: ChatMessage) -> dict[str, Any]:
     tree = tree_of(thread=thread, generation=message.generation)
     path = tree.path_to(message.uid)
     runs = runs_of(thread=thread, run_ids=[m.run_id for m in path])
-    live = live_generation(workflow=thread.workflow)
+    live = live_generation(workflow=thread.home_workflow)
     editable = editable_uids(path, runs, live if live == message.generation else 0)
     feedback = dict(
         ChatFeedback.objects.filter(thread=thread, message_uid=message.uid).values_list(
@@ -250,3 +254,109 @@ def provider_probe_fresh(*, base_url: str, model: str, max_age_s: float) -> Comp
         .first()
     )
     return CompatCapabilities.from_dict(row.capabilities) if row is not None else None
+
+
+# --- the workflow's chats (current and archived) ------------------------------------------------------
+
+TITLE_MAX_CHARS = 200
+DERIVED_TITLE_CHARS = 80
+UNTITLED = "New chat"
+
+
+# Markdown a title leaves out: block markers at the start of the line (heading, quote, list, task box,
+# fence) and emphasis or code marks.
+_BLOCK_MARKERS = re.compile(r"^(?:#{1,6}\s+|>\s*|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+|`{3,}\S*)+")
+_INLINE_MARKS = re.compile(r"\*\*|__|~~|`")
+
+
+def derived_title(text: str | None) -> str:
+    """A chat's title taken from its first message: the words of its first non-blank line without
+    Markdown marks, cut short."""
+    lines = (
+        _INLINE_MARKS.sub("", _BLOCK_MARKERS.sub("", line.strip())) for line in (text or "").splitlines()
+    )
+    flat = " ".join(next((line for line in lines if line.strip()), "").split())
+    if not flat:
+        return UNTITLED
+    return flat if len(flat) <= DERIVED_TITLE_CHARS else flat[: DERIVED_TITLE_CHARS - 1].rstrip() + "…"
+
+
+def chats_of(*, workflow: Workflow) -> QuerySet[ChatThread]:
+    """The workflow's chats, current and archived, each with its message count (every version counts)
+    and the start of its first owner message (for the title)."""
+    first_text = (
+        ChatMessage.objects.filter(thread=OuterRef("pk"), role=ChatMessage.Role.USER)
+        .order_by("id")
+        .annotate(start=Substr("text", 1, 400))
+        .values("start")[:1]
+    )
+    count = (
+        ChatMessage.objects.filter(thread=OuterRef("pk"))
+        .order_by()
+        .values("thread")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    return ChatThread.objects.filter(home_workflow=workflow).annotate(
+        first_text=Subquery(first_text), message_count=Coalesce(Subquery(count), 0)
+    )
+
+
+def chat_of(*, workflow: Workflow, chat_id: Any, for_update: bool = False) -> ChatThread:
+    """One chat of the workflow, current or archived; `not_found` for an id of another workflow.
+    `for_update` locks it (call inside a transaction)."""
+    if isinstance(chat_id, bool) or not isinstance(chat_id, int):
+        raise not_found("chat")
+    queryset = chats_of(workflow=workflow) if not for_update else ChatThread.objects.select_for_update()
+    thread = queryset.filter(home_workflow=workflow, pk=chat_id).first()
+    if thread is None:
+        raise not_found("chat")
+    return thread
+
+
+def render_chat(thread: ChatThread) -> dict[str, Any]:
+    """A chat as the list shows it (`thread` from `chats_of`, or any thread: counts are then read)."""
+    first_text = getattr(thread, "first_text", None)
+    count = getattr(thread, "message_count", None)
+    if count is None:
+        count = ChatMessage.objects.filter(thread=thread).count()
+        first = (
+            ChatMessage.objects.filter(thread=thread, role=ChatMessage.Role.USER)
+            .order_by("id")
+            .values_list("text", flat=True)
+            .first()
+        )
+        first_text = first[:400] if first else None
+    return {
+        "id": thread.pk,
+        "title": thread.title or derived_title(first_text),
+        "titled": bool(thread.title),
+        "current": thread.archived_at is None,
+        "message_count": count,
+        "created_at": thread.created_at.isoformat(),
+        "updated_at": thread.updated_at.isoformat(),
+        "archived_at": thread.archived_at.isoformat() if thread.archived_at else None,
+    }
+
+
+def chat_transcript(*, thread: ChatThread) -> dict[str, Any]:
+    """A chat read-only: for each generation it spans (oldest first), the path to its shown leaf (the
+    newest message for a generation the leaf is not in), with each message's versions and rating."""
+    messages = list(ChatMessage.objects.filter(thread=thread))
+    generations = sorted({m.generation for m in messages})
+    path: list[ChatMessage] = []
+    trees: dict[int, Tree] = {}
+    for generation in generations:
+        tree = Tree.of(m for m in messages if m.generation == generation)
+        trees[generation] = tree
+        path.extend(tree.path_to(thread.active_leaf_uid))
+    runs = runs_of(thread=thread, run_ids=[m.run_id for m in path])
+    feedback = dict(
+        ChatFeedback.objects.filter(thread=thread, message_uid__in=[m.uid for m in path]).values_list(
+            "message_uid", "value"
+        )
+    )
+    return {
+        "chat": render_chat(thread),
+        "path": [render_message(m, trees[m.generation], runs, feedback, []) for m in path],
+    }

@@ -344,7 +344,7 @@ class PortableChatStore:
         on_leaf = ChatMessage.objects.filter(thread=thread, uid=leaf, generation=generation).exists()
         parent = leaf if leaf and on_leaf else _ROOT_PARENT
         created_run = ChatRun.objects.create(
-            thread=thread, workflow_id=thread.workflow_id, generation=generation, **run
+            thread=thread, workflow_id=thread.home_workflow_id, generation=generation, **run
         )
         created_message = ChatMessage.objects.create(
             thread=thread, generation=generation, parent_uid=parent, **message

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse
@@ -34,11 +35,18 @@ def _owned(request: HttpRequest, workflow_id: str) -> Workflow:
 
 
 def _wiring(deployment: Deployment | None) -> dict[str, Any]:
-    """The answering agent, its Memory node and Context window in the live graph (empty when none)."""
+    """The answering agent, its Memory node, Context window and provider in the live graph (empty when
+    none)."""
     graph = (deployment.graph if deployment else None) or {}
     agent = chat_agent(graph) if graph else None
     if agent is None:
-        return {"agent": "", "memory": "", "window": DEFAULT_CONTEXT_WINDOW, "has_context": False}
+        return {
+            "agent": "",
+            "memory": "",
+            "window": DEFAULT_CONTEXT_WINDOW,
+            "has_context": False,
+            "provider": "",
+        }
     params = node_parameters(graph, node_id=agent)
     memory = next((t.node_id for t in wired_tools(graph, agent=agent) if t.tool_name == MEMORY_TOOL_NAME), "")
     return {
@@ -46,6 +54,8 @@ def _wiring(deployment: Deployment | None) -> dict[str, Any]:
         "memory": memory,
         "window": int(params.get("context_window") or DEFAULT_CONTEXT_WINDOW),
         "has_context": has_context(graph, agent=agent),
+        # The empty chat tells what the offline demo model understands.
+        "provider": str(params.get("provider") or settings.OPENCOMPANY_DEFAULT_PROVIDER),
     }
 
 

@@ -135,7 +135,53 @@ class SwitchOutput(serializers.Serializer):
     changed = serializers.BooleanField()
 
 
-class ClearOutput(serializers.Serializer):
+class ChatArchiveOutput(serializers.Serializer):
     cleared = serializers.BooleanField()
+    archived_chat_id = serializers.IntegerField(allow_null=True)
     runs_ended = serializers.ListField(child=serializers.CharField())
     conversations_archived = serializers.IntegerField()
+
+
+class ChatListQueryInput(serializers.Serializer):
+    cursor = serializers.CharField(required=False, max_length=2000)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
+
+
+class ChatOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    titled = serializers.BooleanField(help_text="False when the title is taken from the first message.")
+    current = serializers.BooleanField(help_text="The chat new messages go to; the others are archived.")
+    message_count = serializers.IntegerField(help_text="Every stored message, versions included.")
+    created_at = serializers.CharField()
+    updated_at = serializers.CharField()
+    archived_at = serializers.CharField(allow_null=True)
+
+
+class ChatListOutput(serializers.Serializer):
+    results = ChatOutput(many=True)
+    next = serializers.CharField(allow_null=True)
+
+
+class ChatTranscriptOutput(serializers.Serializer):
+    chat = ChatOutput()
+    path = MessageOutput(many=True)
+
+
+class RenameInput(serializers.Serializer):
+    title = StrictCharField(allow_blank=True, trim_whitespace=False)
+
+
+class PurgeInput(serializers.Serializer):
+    confirm = serializers.BooleanField()
+
+    def validate_confirm(self, value: bool) -> bool:
+        if value is not True:
+            raise serializers.ValidationError("Send true to delete this chat for good.")
+        return value
+
+
+class PurgeOutput(serializers.Serializer):
+    purged = serializers.BooleanField()
+    chat_id = serializers.IntegerField()
+    messages_deleted = serializers.IntegerField()

@@ -3,9 +3,14 @@ from django.urls import path
 from chat.api import views
 
 _CHAT = "workflows/<str:workflow_id>/chat"
+_CHATS = "workflows/<str:workflow_id>/chats"
 
 urlpatterns = [
     path(_CHAT, views.ChatThreadView.as_view(), name="chat-thread"),
+    path(f"{_CHAT}/archive", views.ChatArchiveView.as_view(), name="chat-archive"),
+    path(_CHATS, views.ChatListView.as_view(), name="chats"),
+    path(f"{_CHATS}/<int:chat_id>", views.ChatDetailView.as_view(), name="chats-detail"),
+    path(f"{_CHATS}/<int:chat_id>/purge", views.ChatPurgeView.as_view(), name="chats-purge"),
     path(f"{_CHAT}/messages", views.ChatSendView.as_view(), name="chat-send"),
     path(f"{_CHAT}/messages/<str:message_id>/edit", views.ChatEditView.as_view(), name="chat-edit"),
     path(f"{_CHAT}/messages/<str:message_id>/retry", views.ChatRetryView.as_view(), name="chat-retry"),

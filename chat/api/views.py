@@ -19,13 +19,24 @@ from rest_framework.views import APIView
 from chat import services
 from chat.api import serializers as s
 from chat.models import ChatRun
-from chat.selectors import chat_history, message_rendered, render_run, render_run_snapshot
+from chat.selectors import (
+    chat_history,
+    chat_of,
+    chat_transcript,
+    chats_of,
+    message_rendered,
+    render_chat,
+    render_run,
+    render_run_snapshot,
+)
 from graphs.models import Workflow
 from graphs.selectors import workflow_for_owner
 from opencompany.core.errors import not_found
+from opencompany.core.pagination import NewestFirst
 
 _TAG = ["chat"]
 _MESSAGE_ID = OpenApiParameter("message_id", str, OpenApiParameter.PATH, description="A chat message id.")
+_CHAT_ID = OpenApiParameter("chat_id", int, OpenApiParameter.PATH, description="A chat id (from the list).")
 _RUN_ID = OpenApiParameter("run_id", str, OpenApiParameter.PATH, description="A chat run id.")
 
 
@@ -71,13 +82,106 @@ class ChatThreadView(APIView):
 
     @extend_schema(
         tags=_TAG,
-        responses=s.ClearOutput,
+        responses=s.ChatArchiveOutput,
         operation_id="chat_clear",
-        summary="Clear the chat and the agents' conversations of the live generation",
+        summary="New chat: archive the current chat (kept, read-only) and clear the agents' minds",
+        description=(
+            "The same as `POST …/chat/archive`, kept under this path for existing clients. Nothing is "
+            "deleted: the current chat moves to the chat list (`GET …/chats`) with its messages, versions "
+            "and ratings; the live generation's agents have their Context archived and emptied (notes "
+            "included); Memory is untouched. Delete an archived chat with `POST …/chats/{chat_id}/purge`."
+        ),
     )
     def delete(self, request: Request, workflow_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
-        return Response(s.ClearOutput(services.chat_clear(workflow=workflow)).data)
+        return Response(s.ChatArchiveOutput(services.chat_archive(workflow=workflow)).data)
+
+
+class ChatArchiveView(APIView):
+    @extend_schema(
+        tags=_TAG,
+        request=None,
+        responses=s.ChatArchiveOutput,
+        operation_id="chat_archive",
+        summary="New chat: archive the current chat (kept, read-only) and clear the agents' minds",
+        description=(
+            "Live runs end (`cleared`); the current chat, if it has messages, becomes read-only and stays "
+            "in the chat list; the agents of the live generation get a new mind (Context archived and "
+            "emptied, notes included). Memory is untouched. The next message starts a fresh chat."
+        ),
+    )
+    def post(self, request: Request, workflow_id: str) -> Response:
+        workflow = _workflow(request, workflow_id)
+        return Response(s.ChatArchiveOutput(services.chat_archive(workflow=workflow)).data)
+
+
+class ChatListView(APIView):
+    @extend_schema(
+        tags=_TAG,
+        parameters=[s.ChatListQueryInput],
+        responses=s.ChatListOutput,
+        operation_id="chats_list",
+        summary="The workflow's chats, current and archived, newest first",
+    )
+    def get(self, request: Request, workflow_id: str) -> Response:
+        workflow = _workflow(request, workflow_id)
+        query = s.ChatListQueryInput(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        page = NewestFirst(salt="chats", bound_to=workflow.pk).page(
+            chats_of(workflow=workflow),
+            cursor=query.validated_data.get("cursor"),
+            size=query.validated_data["limit"],
+        )
+        body = {"results": [render_chat(t) for t in page.rows], "next": page.next_cursor}
+        return Response(s.ChatListOutput(body).data)
+
+
+class ChatDetailView(APIView):
+    @extend_schema(
+        tags=_TAG,
+        parameters=[_CHAT_ID],
+        responses=s.ChatTranscriptOutput,
+        operation_id="chats_read",
+        summary="A chat read-only: its shown path with versions and ratings",
+    )
+    def get(self, request: Request, workflow_id: str, chat_id: int) -> Response:
+        workflow = _workflow(request, workflow_id)
+        thread = chat_of(workflow=workflow, chat_id=chat_id)
+        return Response(s.ChatTranscriptOutput(chat_transcript(thread=thread)).data)
+
+    @extend_schema(
+        tags=_TAG,
+        parameters=[_CHAT_ID],
+        request=s.RenameInput,
+        responses=s.ChatOutput,
+        operation_id="chats_rename",
+        summary="Rename a chat (a blank title goes back to its first message)",
+    )
+    def patch(self, request: Request, workflow_id: str, chat_id: int) -> Response:
+        workflow = _workflow(request, workflow_id)
+        data = s.RenameInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        thread = services.chat_rename(workflow=workflow, chat_id=chat_id, title=data.validated_data["title"])
+        return Response(s.ChatOutput(render_chat(thread)).data)
+
+
+class ChatPurgeView(APIView):
+    @extend_schema(
+        tags=_TAG,
+        parameters=[_CHAT_ID],
+        request=s.PurgeInput,
+        responses=s.PurgeOutput,
+        operation_id="chats_purge",
+        summary="Delete an archived chat for good (`{confirm: true}`); the current chat is refused",
+    )
+    def post(self, request: Request, workflow_id: str, chat_id: int) -> Response:
+        workflow = _workflow(request, workflow_id)
+        data = s.PurgeInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = services.chat_purge(
+            workflow=workflow, chat_id=chat_id, confirm=data.validated_data["confirm"]
+        )
+        return Response(s.PurgeOutput(result).data)
 
 
 class ChatSendView(APIView):

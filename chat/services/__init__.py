@@ -1,4 +1,5 @@
-"""Owner chat writes: send, stop, edit, retry, switch, feedback, clear, and the run lifecycle.
+"""Owner chat writes: send, stop, edit, retry, switch, feedback, new chat (archive), rename, purge, and
+the run lifecycle.
 
 Every entry point owns its transaction. The thread row is the chat's lock: admissions, branch moves, a
 run's beginning and its end take it first (`select_for_update`), then the run row, then the conversation
@@ -9,9 +10,9 @@ registers (`run_dispatcher_register`), so these services never import the execut
 The send's admission and a run's draft save go through the chat store (`chat.store`).
 
 Modules: `_common` (shared helpers, admission, dispatch, run and thread events), `send` (send, stop),
-`branches` (feedback, branch moves, clear), `runs` (a turn's notes and the run lifecycle), `probes` (the
-OpenAI-compatible capability probe's kept answers). Import the
-public names from this package.
+`branches` (feedback, branch moves), `archive` (new chat, rename, purge), `runs` (a turn's notes and the
+run lifecycle), `probes` (the OpenAI-compatible capability probe's kept answers). Import the public
+names from this package.
 """
 
 from chat.services._common import (
@@ -25,7 +26,8 @@ from chat.services._common import (
     run_dispatcher_register,
     run_started_event,
 )
-from chat.services.branches import chat_clear, chat_edit, chat_feedback, chat_retry, chat_switch
+from chat.services.archive import chat_archive, chat_purge, chat_rename
+from chat.services.branches import chat_edit, chat_feedback, chat_retry, chat_switch
 from chat.services.probes import provider_probe_record, provider_probes_forget
 from chat.services.runs import (
     RunBegun,
@@ -50,10 +52,12 @@ __all__ = [
     "Admission",
     "RunBegun",
     "RunDispatcher",
-    "chat_clear",
+    "chat_archive",
     "chat_edit",
     "chat_end_run",
     "chat_feedback",
+    "chat_purge",
+    "chat_rename",
     "chat_reset_hook",
     "chat_retry",
     "chat_send",

@@ -51,10 +51,11 @@ class Admission:
 
 
 def _thread_for_update(workflow: Workflow) -> ChatThread:
-    """The workflow's thread, created on first use, locked for the rest of the transaction."""
+    """The workflow's current thread, created on first use, locked for the rest of the transaction."""
     thread = ChatThread.objects.select_for_update().filter(workflow=workflow).first()
     if thread is None:
-        ChatThread.objects.get_or_create(workflow=workflow)  # the unique workflow column settles a race
+        # the unique workflow column settles a race
+        ChatThread.objects.get_or_create(workflow=workflow, defaults={"home_workflow": workflow})
         thread = ChatThread.objects.select_for_update().get(workflow=workflow)
     return thread
 
@@ -219,7 +220,7 @@ def _new_run(
             return ChatRun.objects.create(
                 run_id=run_id,
                 thread=thread,
-                workflow_id=thread.workflow_id,
+                workflow_id=thread.home_workflow_id,
                 generation=generation,
                 kind=kind,
                 user_message_uid=user_message_uid,

@@ -1,18 +1,17 @@
-"""Feedback and the notes it leaves, branch moves (edit, retry, switch), and clear."""
+"""Feedback and the notes it leaves, and branch moves (edit, retry, switch)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from chat import errors
-from chat.models import LIVE_STATES, TERMINAL_STATES, ChatFeedback, ChatMessage, ChatNote, ChatRun, ChatThread
-from chat.selectors import Tree, live_generation, runs_of, tree_of
+from chat.models import TERMINAL_STATES, ChatFeedback, ChatMessage, ChatNote, ChatRun, ChatThread
+from chat.selectors import Tree, runs_of, tree_of
 from chat.services._common import (
     FEEDBACK_EXCERPT_CHARS,
     Admission,
@@ -25,13 +24,11 @@ from chat.services._common import (
     _err,
     _move_leaf,
     _new_run,
-    _publish_stop,
     _replay_of,
     _require_live,
     _thread_for_update,
 )
 from conversations import services as conversations
-from conversations.models import AgentConversation, BranchSnapshot
 from conversations.types import ConversationKey
 from graphs.models import Workflow
 from opencompany.core.errors import invalid, not_found
@@ -151,7 +148,7 @@ def _apply_plan(thread: ChatThread, plan: _Plan, generation: int) -> list[str]:
     `cannot_rewind` / `branch_unavailable` and the caller's transaction rolls everything back."""
     changed: list[str] = []
     key_of = {
-        a: ConversationKey(workflow_id=thread.workflow_id, generation=generation, agent_node_id=a)
+        a: ConversationKey(workflow_id=thread.home_workflow_id, generation=generation, agent_node_id=a)
         for a in set(plan.rewinds) | set(plan.restores)
     }
     for agent in sorted(key_of):  # fixed order: conversation locks are taken agent by agent
@@ -252,7 +249,7 @@ def chat_edit(
         meta={"edit_of": target.uid},
         uid=uid,
     )
-    _after_admission(workflow_id=thread.workflow_id, revision=thread.revision, run=run, role="user")
+    _after_admission(workflow_id=thread.home_workflow_id, revision=thread.revision, run=run, role="user")
     return Admission(message=message, run=run, created=True, revision=thread.revision)
 
 
@@ -296,7 +293,7 @@ def chat_retry(*, workflow: Workflow, message_uid: str, expected_revision: int |
         parent_run_id=retried.run_id,
     )
     _move_leaf(thread, question.uid)
-    _after_admission(workflow_id=thread.workflow_id, revision=thread.revision, run=run, role=None)
+    _after_admission(workflow_id=thread.home_workflow_id, revision=thread.revision, run=run, role=None)
     return Admission(message=question, run=run, created=True, revision=thread.revision)
 
 
@@ -339,49 +336,3 @@ def chat_switch(
         {"workflow_id": workflow.pk, "revision": thread.revision, "role": None},
     )
     return {"leaf_id": new_leaf, "revision": thread.revision, "changed": True}
-
-
-# --- clear --------------------------------------------------------------------------------------------
-
-
-@transaction.atomic
-def chat_clear(*, workflow: Workflow) -> dict[str, Any]:
-    """New chat: end live runs, archive and empty the agents' conversations of this generation (notes
-    included), delete messages, runs, notes, snapshots, ratings and the thread. Memory is untouched."""
-    thread = ChatThread.objects.select_for_update().filter(workflow=workflow).first()
-    generation = live_generation(workflow=workflow)
-    archived = 0
-    if generation:
-        agents = sorted(
-            AgentConversation.objects.filter(workflow_id=workflow.pk, generation=generation).values_list(
-                "agent_node_id", flat=True
-            )
-        )
-        for agent in agents:
-            result = conversations.conversation_clear(
-                key=ConversationKey(workflow_id=workflow.pk, generation=generation, agent_node_id=agent)
-            )
-            archived += int(result.cleared)
-    ended: list[str] = []
-    if thread is not None:
-        live = list(ChatRun.objects.filter(thread=thread, state__in=LIVE_STATES))
-        for run in live:
-            ended.append(run.run_id)
-            publish_on_commit(
-                chat_group(workflow.pk),
-                "run.error",
-                {
-                    "run_id": run.run_id,
-                    "seq": run.last_seq + 1,
-                    "workflow_id": workflow.pk,
-                    "code": errors.CLEARED,
-                    "message": "The chat was cleared.",
-                },
-            )
-            transaction.on_commit(partial(_publish_stop, run.run_id), robust=True)
-        BranchSnapshot.objects.filter(thread_key=thread.snapshot_key).delete()
-        thread.delete()
-    publish_on_commit(
-        chat_group(workflow.pk), "thread.updated", {"workflow_id": workflow.pk, "revision": 0, "role": None}
-    )
-    return {"cleared": thread is not None, "runs_ended": ended, "conversations_archived": archived}

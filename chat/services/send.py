@@ -122,7 +122,7 @@ def _send_locked(workflow: Workflow, text: str, client_id: str, expected_revisio
         client_message_id=client_id,
         uid=uid,
     )
-    _after_admission(workflow_id=thread.workflow_id, revision=thread.revision, run=run, role="user")
+    _after_admission(workflow_id=thread.home_workflow_id, revision=thread.revision, run=run, role="user")
     return Admission(message=message, run=run, created=True, revision=thread.revision)
 
 

@@ -44,9 +44,11 @@ def key_of(workflow: Any) -> ConversationKey:
 
 def chat_state(workflow: Any) -> dict[str, Any]:
     """Everything a chat request could change, for "nothing changed" assertions."""
-    thread = ChatThread.objects.filter(workflow=workflow).values("active_leaf_uid", "revision").first()
+    threads = ChatThread.objects.order_by("id").values(
+        "id", "workflow_id", "active_leaf_uid", "revision", "title", "archived_at"
+    )
     return {
-        "thread": thread,
+        "threads": list(threads),
         "messages": list(ChatMessage.objects.order_by("id").values_list("uid", "status", "text")),
         "runs": list(ChatRun.objects.order_by("run_id").values_list("run_id", "state")),
         "notes": list(ChatNote.objects.order_by("id").values_list("key", "text", "delivered_at")),
@@ -139,16 +141,28 @@ def test_history_limit_out_of_range_is_invalid_request(api_client, workflow):
     assert list(response.json()["extra"]["fields"]) == ["limit"]
 
 
-def test_clear_deletes_the_chat_and_empties_the_agents_conversation(api_client, workflow):
-    answered(workflow)
+def test_delete_chat_archives_it_and_empties_the_agents_conversation(api_client, workflow):
+    admission = answered(workflow)
+    thread = ChatThread.objects.get()
 
     response = api_client.delete(chat_url(workflow))
 
     assert response.status_code == 200
-    assert response.json() == {"cleared": True, "runs_ended": [], "conversations_archived": 1}
-    assert ChatThread.objects.exists() is False
-    assert ChatMessage.objects.exists() is False
-    assert ChatRun.objects.exists() is False
+    assert response.json() == {
+        "cleared": True,
+        "archived_chat_id": thread.pk,
+        "runs_ended": [],
+        "conversations_archived": 1,
+    }
+    archived = ChatThread.objects.get()
+    assert archived.workflow_id is None
+    assert archived.home_workflow_id == workflow.pk
+    assert archived.archived_at is not None
+    assert list(ChatMessage.objects.order_by("id").values_list("uid", flat=True)) == [
+        admission.message.uid,
+        admission.run.reply_message_uid,
+    ]
+    assert ChatRun.objects.get().state == "finished"
     assert conversation_cursor(key=key_of(workflow)).length == 0
 
 
@@ -415,6 +429,7 @@ def _endpoints(workflow: Any, admission: services.Admission) -> list[tuple[str, 
     question = admission.message.uid
     reply = admission.run.reply_message_uid
     run = admission.run.run_id
+    chat = admission.message.thread_id
     return [
         ("get", chat_url(workflow), None),
         ("delete", chat_url(workflow), None),
@@ -425,10 +440,30 @@ def _endpoints(workflow: Any, admission: services.Admission) -> list[tuple[str, 
         ("post", chat_url(workflow, "/switch"), {"message_id": question}),
         ("get", chat_url(workflow, f"/runs/{run}"), None),
         ("post", chat_url(workflow, f"/runs/{run}/stop"), None),
+        ("post", chat_url(workflow, "/archive"), None),
+        ("get", f"{chat_url(workflow)}s", None),
+        ("get", f"{chat_url(workflow)}s/{chat}", None),
+        ("patch", f"{chat_url(workflow)}s/{chat}", {"title": "hijack"}),
+        ("post", f"{chat_url(workflow)}s/{chat}/purge", {"confirm": True}),
     ]
 
 
-ENDPOINT_NAMES = ["history", "clear", "send", "edit", "retry", "feedback", "switch", "run", "stop"]
+ENDPOINT_NAMES = [
+    "history",
+    "clear",
+    "send",
+    "edit",
+    "retry",
+    "feedback",
+    "switch",
+    "run",
+    "stop",
+    "archive",
+    "chats",
+    "chat",
+    "rename",
+    "purge",
+]
 
 
 @pytest.mark.parametrize("index", range(len(ENDPOINT_NAMES)), ids=ENDPOINT_NAMES)

@@ -47,6 +47,7 @@ def test_the_chat_services_never_import_the_executor() -> None:
     assert sorted(services) == [
         "chat.services",
         "chat.services._common",
+        "chat.services.archive",
         "chat.services.branches",
         "chat.services.probes",
         "chat.services.runs",

@@ -112,3 +112,34 @@ def test_static_assets_are_served_with_debug_off(client: Client, settings: Any) 
     assert b"export function renderText" in b"".join(renderer.streaming_content)  # type: ignore[attr-defined]
     assert style.status_code == 200
     assert style.headers["Content-Type"].startswith("text/css")
+
+
+def test_vendored_libraries_are_served_as_javascript_with_debug_off(client: Client, settings: Any) -> None:
+    settings.DEBUG = False
+
+    served = {
+        path: client.get(f"/static/vendor/{path}")
+        for path in ("marked/marked.esm.js", "dompurify/purify.es.mjs", "highlight.js/highlight.min.js")
+    }
+
+    assert {path: r.status_code for path, r in served.items()} == dict.fromkeys(served, 200)
+    assert {path: r.headers["Content-Type"].split(";")[0] for path, r in served.items()} == dict.fromkeys(
+        served, "text/javascript"
+    )
+
+
+def test_chat_page_offers_the_highlighting_themes_for_light_and_dark(
+    browser_client: Client, workflow: Any
+) -> None:
+    html = browser_client.get(f"/chat/{workflow.pk}/").content.decode()
+
+    assert (
+        '<link rel="stylesheet" href="/static/vendor/highlight.js/styles/github.min.css" '
+        'media="(prefers-color-scheme: light)">'
+    ) in html
+    assert (
+        '<link rel="stylesheet" href="/static/vendor/highlight.js/styles/github-dark.min.css" '
+        'media="(prefers-color-scheme: dark)">'
+    ) in html
+    assert 'data-provider="offline"' in html
+    assert "Say hello to the offline demo model" in html

@@ -173,21 +173,37 @@ def browser(e2e_workflow: Any, live_server_url: str) -> Iterator[Any]:
 
 @dataclass
 class Console:
-    """Everything the page printed as an error, plus uncaught exceptions and dialogs."""
+    """Everything the page printed as an error, plus uncaught exceptions and dialogs, and the
+    Content-Security-Policy each page (document) was served with."""
 
     errors: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
     allowed: list[re.Pattern[str]] = field(default_factory=list)
+    documents: list[tuple[str, str]] = field(default_factory=list)
 
     def watch(self, page: Any) -> None:
         page.on("console", lambda m: self.errors.append(f"console: {m.text}") if m.type == "error" else None)
         page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on("response", self._document)
 
         def on_dialog(dialog: Any) -> None:
             self.dialogs.append(dialog.message)
             dialog.dismiss()
 
         page.on("dialog", on_dialog)
+
+    def _document(self, response: Any) -> None:
+        if response.request.resource_type == "document":
+            self.documents.append((response.url, response.headers.get("content-security-policy", "")))
+
+    def pages_without_policy(self) -> list[str]:
+        """Pages served without the enforced policy (scripts from the site only, no inline script)."""
+        return [
+            url
+            for url, csp in self.documents
+            if not re.search(r"(^|;)\s*script-src 'self'( 'nonce-[^']+')?\s*(;|$)", csp)
+            or "default-src 'self'" not in csp
+        ]
 
     def allow(self, pattern: str) -> None:
         self.allowed.append(re.compile(pattern))
@@ -198,6 +214,8 @@ class Console:
     def assert_clean(self) -> None:
         assert self.unexpected() == []
         assert self.dialogs == []
+        assert self.documents != []
+        assert self.pages_without_policy() == []
 
 
 @pytest.fixture
@@ -210,8 +228,8 @@ def new_page(browser: Any, console: Console) -> Iterator[Any]:
     """Opens pages in fresh contexts (separate cookies = separate tabs/sessions); asserts a clean console."""
     contexts: list[Any] = []
 
-    def open_page(width: int = 1280, height: int = 800) -> Any:
-        context = browser.new_context(viewport={"width": width, "height": height})
+    def open_page(width: int = 1280, height: int = 800, color_scheme: str = "light") -> Any:
+        context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=color_scheme)
         context.set_default_timeout(15_000)
         contexts.append(context)
         page = context.new_page()

@@ -1,5 +1,5 @@
-// Small DOM helpers shared by the owner's pages: element building, icons, cookies, formatting, the
-// confirmation dialog.
+// Small DOM helpers shared by the owner's pages: element building, icons, cookies, formatting (sizes,
+// relative and exact times), the confirmation dialog.
 export function h(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
@@ -51,6 +51,42 @@ export function formatWhen(iso) {
   const date = new Date(iso);
   if (Number.isNaN(date.getTime())) return "";
   return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+}
+
+const RELATIVE_STEPS = [
+  [60, "second", 1],
+  [3600, "minute", 60],
+  [86400, "hour", 3600],
+  [86400 * 7, "day", 86400],
+];
+
+// "just now", "5 minutes ago", "yesterday", … and a plain date past a week.
+export function formatRelative(iso, now = Date.now()) {
+  const date = new Date(iso);
+  if (!iso || Number.isNaN(date.getTime())) return "";
+  const seconds = Math.round((date.getTime() - now) / 1000);
+  const distance = Math.abs(seconds);
+  if (distance < 45) return "just now";
+  const format = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+  for (const [limit, unit, size] of RELATIVE_STEPS) {
+    if (distance < limit) return format.format(Math.round(seconds / size), unit);
+  }
+  return date.toLocaleDateString(undefined, { dateStyle: "medium" });
+}
+
+export function formatExact(iso) {
+  const date = new Date(iso);
+  if (!iso || Number.isNaN(date.getTime())) return "";
+  return date.toLocaleString(undefined, { dateStyle: "full", timeStyle: "medium" });
+}
+
+// A <time> showing the relative time, the exact one on hover; `refreshTimes` keeps them current.
+export function timeNode(iso, className = "when") {
+  return h("time", { class: className, datetime: iso, title: formatExact(iso), "data-when": iso, text: formatRelative(iso) });
+}
+
+export function refreshTimes(root = document) {
+  for (const node of root.querySelectorAll("time[data-when]")) node.textContent = formatRelative(node.dataset.when);
 }
 
 export function debounce(fn, ms) {

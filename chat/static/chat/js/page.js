@@ -1,13 +1,18 @@
-// The chat page: the message path, versions, streaming runs, edit/retry/switch, feedback.
+// The chat page: the message path, versions, streaming runs, edit/retry/switch, feedback, the Chats
+// sidebar with archived chats shown read-only, and the drawers narrow screens use.
 
 import { api } from "./api.js";
+import { ChatList } from "./chats.js";
 import { ContextPanel } from "./context-panel.js";
-import { confirmAction, debounce, h, icon } from "./dom.js";
+import { confirmAction, debounce, h, icon, refreshTimes, timeNode } from "./dom.js";
+import { Drawers } from "./drawer.js";
 import { MemoryPanel } from "./memory-panel.js";
-import { renderText } from "./render.js";
+import { renderBody, renderText } from "./render.js";
 import { ChatSocket } from "./socket.js";
 
 const HISTORY_PAGE = 50;
+const MAX_MESSAGE_CHARS = 50000; // the server's limit (chat.services.MAX_MESSAGE_CHARS)
+const COUNTER_FROM = 45000; // the character counter shows from here on
 const TERMINAL = new Set(["run.finished", "run.stopped", "run.error"]);
 
 export class ChatPage {
@@ -31,6 +36,9 @@ export class ChatPage {
     this.loadingEarlier = false;
     this.stopping = false;
     this.connState = "connecting";
+    this.archived = null; // the transcript of the archived chat on screen, or null for the current chat
+    this.anchor = null; // {id, focusKey}: keep this message in view after the next render
+    this.drafting = new Set(); // runs whose streamed text waits for the next animation frame
 
     this.el = {
       scroller: document.getElementById("scroller"),
@@ -45,11 +53,16 @@ export class ChatPage {
       send: document.getElementById("send"),
       stop: document.getElementById("stop"),
       reason: document.getElementById("composer-reason"),
+      count: document.getElementById("composer-count"),
       generation: document.getElementById("chat-generation"),
+      newChat: document.getElementById("new-chat"),
     };
+    this.provider = root.dataset.provider || "";
     this.memory = new MemoryPanel(this);
     this.context = new ContextPanel(this);
     this.refetchHistory = debounce(() => this.history(), 60);
+    this.drawers = new Drawers({ backdrop: document.getElementById("drawer-backdrop") });
+    this.chats = new ChatList(this, this.drawers);
   }
 
   start() {
@@ -64,7 +77,9 @@ export class ChatPage {
     this.socket.connect();
     this.memory.start();
     this.context.refresh();
+    this.chats.start();
     this.updateComposer();
+    setInterval(() => refreshTimes(this.root), 30000);
   }
 
   // --- connection state ---
@@ -97,6 +112,7 @@ export class ChatPage {
     } else if (state === "open") {
       banner.hidden = true;
       banner.textContent = "";
+      this.chats.loadSoon(); // the list may have changed (or failed to load) while the socket was down
     }
     this.updateComposer();
   }
@@ -110,6 +126,10 @@ export class ChatPage {
         break;
       case "thread.updated":
         this.refetchHistory();
+        this.chats.loadSoon();
+        break;
+      case "chats.updated":
+        this.chats.loadSoon();
         break;
       case "run.snapshot":
         this.applySnapshot(frame);
@@ -387,6 +407,7 @@ export class ChatPage {
       if (focusComposer) this.el.input.focus();
       return true;
     } catch (error) {
+      this.anchor = null;
       if (error.code === "revision_conflict") {
         this.announce("The chat changed elsewhere; showing the latest.", true);
         await this.history();
@@ -400,6 +421,11 @@ export class ChatPage {
   async saveEdit(messageId) {
     const text = this.editing ? this.editing.text : "";
     if (!text.trim()) return;
+    if (text.length > MAX_MESSAGE_CHARS) {
+      const over = text.length - MAX_MESSAGE_CHARS;
+      this.announce(`The edited message is ${over.toLocaleString()} characters over the ${MAX_MESSAGE_CHARS.toLocaleString()}-character limit; shorten it to save.`, true);
+      return;
+    }
     const ok = await this.operate({ type: "edit", message_id: messageId, text });
     if (ok) {
       this.editing = null;
@@ -423,56 +449,106 @@ export class ChatPage {
   async newChat() {
     const ok = await confirmAction({
       title: "Start a new chat?",
-      text: "This clears the chat and the agent's mind for this generation: its Context and working notes are emptied. Memory stays.",
-      ok: "Clear and start over",
+      text: "This chat is kept under Chats, read-only, with its ratings. The agent starts with a new mind: its Context and working notes for this generation are cleared. Memory stays.",
+      ok: "Start a new chat",
     });
     if (!ok) return;
     try {
-      await api("DELETE", `${this.apiBase}/chat`);
+      await api("POST", `${this.apiBase}/chat/archive`);
       this.runs.clear();
       this.liveRunId = null;
       this.editing = null;
       this.path = [];
+      this.hasMore = false;
+      if (this.archived) this.chats.showCurrent();
       this.render();
       this.updateComposer();
       await this.history();
       this.context.refresh();
-      this.announce("New chat started. Memory was kept.");
+      await this.chats.load();
+      this.announce("New chat started. The previous one is under Chats; Memory was kept.");
       this.el.input.focus();
     } catch (error) {
       this.announce(error.message || "Could not start a new chat.", true);
     }
   }
 
+  // --- archived chats (read-only) ---
+
+  showArchived(transcript) {
+    this.archived = transcript;
+    this.editing = null;
+    this.render({ top: true });
+    this.updateComposer();
+  }
+
+  showCurrent() {
+    if (!this.archived) return;
+    this.archived = null;
+    this.render({ stick: true });
+    this.updateComposer();
+  }
+
   // --- composer ---
 
   canSend() {
-    return this.socket.open && !this.liveRunId && this.generation > 0;
+    return this.socket.open && !this.liveRunId && this.generation > 0 && !this.tooLong();
+  }
+
+  tooLong() {
+    return this.el.input.value.length > MAX_MESSAGE_CHARS;
   }
 
   sendBlockedReason() {
     if (this.generation <= 0) return "This workflow is not deployed.";
     if (!this.socket.open) return "Reconnecting… you can send once the connection is back.";
     if (this.liveRunId) return this.stopping ? "Stopping the answer…" : "The agent is answering. Wait, or press Stop.";
+    if (this.tooLong()) {
+      const over = this.el.input.value.length - MAX_MESSAGE_CHARS;
+      return `Too long to send: shorten it by ${over.toLocaleString()} character${over === 1 ? "" : "s"}.`;
+    }
     return "";
   }
 
+  updateCount() {
+    const length = this.el.input.value.length;
+    const count = this.el.count;
+    count.hidden = length < COUNTER_FROM;
+    count.textContent = `${length.toLocaleString()} / ${MAX_MESSAGE_CHARS.toLocaleString()}`;
+    count.dataset.over = String(length > MAX_MESSAGE_CHARS);
+  }
+
   updateComposer() {
+    this.el.composer.hidden = Boolean(this.archived);
     const reason = this.sendBlockedReason();
     this.el.send.disabled = Boolean(reason);
     this.el.reason.textContent = reason;
+    this.updateCount();
     const live = Boolean(this.liveRunId);
     this.el.stop.hidden = !live;
     this.el.stop.disabled = this.stopping || !this.socket.open;
     this.el.stop.textContent = this.stopping ? "Stopping…" : "Stop";
     this.el.send.hidden = live;
-    if (!live && document.activeElement === document.body) this.el.input.focus();
+    if (!live && !this.archived && document.activeElement === document.body) this.el.input.focus();
   }
 
   autosize() {
     const input = this.el.input;
     input.style.height = "auto";
     input.style.height = `${Math.min(input.scrollHeight, 240)}px`;
+  }
+
+  // A paste that makes the message too long is kept whole and said so; it is never cut silently.
+  onPaste(event) {
+    const pasted = event.clipboardData?.getData("text") ?? "";
+    const input = this.el.input;
+    const after = input.value.length - (input.selectionEnd - input.selectionStart) + pasted.length;
+    if (after > MAX_MESSAGE_CHARS) {
+      this.announce(
+        `The pasted text makes the message ${after.toLocaleString()} characters long; a message may hold at most ${MAX_MESSAGE_CHARS.toLocaleString()}. Shorten it before sending.`,
+        true,
+      );
+    }
   }
 
   bindComposer() {
@@ -487,23 +563,29 @@ export class ChatPage {
         else this.announce(this.sendBlockedReason());
       }
     });
-    this.el.input.addEventListener("input", () => this.autosize());
+    this.el.input.addEventListener("input", () => {
+      this.autosize();
+      this.updateComposer();
+    });
+    this.el.input.addEventListener("paste", (event) => this.onPaste(event));
     this.el.stop.addEventListener("click", () => this.stop());
   }
 
   bindChrome() {
     this.el.earlier.addEventListener("click", () => this.loadEarlier());
     this.el.scroller.addEventListener("scroll", () => {
-      if (this.el.scroller.scrollTop < 60) this.loadEarlier();
+      if (this.el.scroller.scrollTop < 60 && !this.archived) this.loadEarlier();
     });
-    document.getElementById("new-chat").addEventListener("click", () => this.newChat());
-    const toggle = document.getElementById("panels-toggle");
-    const panels = document.getElementById("panels");
-    toggle.addEventListener("click", () => {
-      const open = toggle.getAttribute("aria-expanded") !== "true";
-      toggle.setAttribute("aria-expanded", String(open));
-      panels.classList.toggle("is-open", open);
-      if (open) panels.querySelector("summary")?.focus();
+    this.el.newChat.addEventListener("click", () => this.newChat());
+    this.drawers.add("chats", {
+      panel: document.getElementById("chats"),
+      toggle: document.getElementById("chats-toggle"),
+      query: "(max-width: 1100px)",
+    });
+    this.drawers.add("panels", {
+      panel: document.getElementById("panels"),
+      toggle: document.getElementById("panels-toggle"),
+      query: "(max-width: 900px)",
     });
   }
 
@@ -536,15 +618,38 @@ export class ChatPage {
     return s.scrollHeight - s.scrollTop - s.clientHeight < 80;
   }
 
-  render({ stick = false, keepScroll = false } = {}) {
+  render({ stick = false, keepScroll = false, top = false } = {}) {
     const scroller = this.el.scroller;
     const wasNearBottom = this.nearBottom();
-    const top = scroller.scrollTop;
-    const focusKey = document.activeElement?.dataset?.focusKey;
+    const scrollTop = scroller.scrollTop;
+    const focusKey = this.anchor?.focusKey || document.activeElement?.dataset?.focusKey;
 
+    const items = this.archived ? this.archivedItems() : this.currentItems();
+    this.el.messages.replaceChildren(...items);
+    this.el.empty.hidden = items.length > 0 || Boolean(this.archived);
+    this.el.earlier.hidden = !this.hasMore || Boolean(this.archived);
+
+    const editArea = this.editing ? this.el.messages.querySelector(".edit-input") : null;
+    let again = focusKey ? this.el.messages.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`) : null;
+    // the last version's "next" arrow is disabled: focus stays in the switcher on the other arrow
+    if (again?.disabled) again = again.closest(".versions")?.querySelector("button:not(:disabled)") || null;
+    if (again) again.focus({ preventScroll: true });
+    else if (editArea && (focusKey || document.activeElement === document.body)) editArea.focus();
+    const anchored = this.anchor ? this.el.messages.querySelector(`[data-id="${CSS.escape(this.anchor.id)}"]`) : null;
+    if (anchored) {
+      // A version switch keeps the switched message where the owner is looking.
+      scroller.scrollTop = scrollTop;
+      anchored.scrollIntoView({ block: "nearest" });
+      this.anchor = null;
+    } else if (top) scroller.scrollTop = 0;
+    else if (stick || (wasNearBottom && !keepScroll)) scroller.scrollTop = scroller.scrollHeight;
+    else scroller.scrollTop = scrollTop;
+  }
+
+  currentItems() {
     const items = [];
     const lastIndex = this.path.length - 1;
-    this.path.forEach((message, index) => items.push(this.renderMessage(message, index === lastIndex)));
+    this.path.forEach((message, index) => items.push(this.renderMessage(message, { isLast: index === lastIndex })));
     if (this.pendingSend && !this.path.some((m) => m.client_message_id === this.pendingSend.clientId)) {
       items.push(this.renderPending(this.pendingSend.text));
     }
@@ -554,16 +659,11 @@ export class ChatPage {
       const answersHere = run.userMessageId && run.userMessageId === lastId;
       if (run.state === "live" || (answersHere && (run.text || run.error))) items.push(this.renderRunDraft(run));
     }
-    this.el.messages.replaceChildren(...items);
-    this.el.empty.hidden = items.length > 0;
-    this.el.earlier.hidden = !this.hasMore;
+    return items;
+  }
 
-    const editArea = this.editing ? this.el.messages.querySelector(".edit-input") : null;
-    const again = focusKey ? this.el.messages.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`) : null;
-    if (again) again.focus();
-    else if (editArea && (focusKey || document.activeElement === document.body)) editArea.focus();
-    if (stick || (wasNearBottom && !keepScroll)) scroller.scrollTop = scroller.scrollHeight;
-    else scroller.scrollTop = top;
+  archivedItems() {
+    return this.archived.path.map((message) => this.renderMessage(message, { readOnly: true }));
   }
 
   renderPending(text) {
@@ -612,7 +712,7 @@ export class ChatPage {
     return null;
   }
 
-  renderMessage(message, isLast) {
+  renderMessage(message, { isLast = false, readOnly = false } = {}) {
     const isUser = message.role === "user";
     const item = h("li", {
       class: `msg ${isUser ? "msg-user" : "msg-assistant"} is-${message.status}`,
@@ -626,13 +726,23 @@ export class ChatPage {
       item.append(this.renderEditor(message));
       return item;
     }
-    const bubble = h("div", { class: "bubble" }, h("div", { class: "msg-text" }, renderText(message.text)));
+    const bubble = h("div", { class: "bubble" }, h("div", { class: "msg-text" }, renderBody(message)));
     const note = isUser ? null : this.statusNote(message.status, message.error);
     if (note) bubble.append(note);
     item.append(bubble);
 
     const tools = h("div", { class: "msg-tools" });
-    if (message.versions && message.versions.count > 1) tools.append(this.renderVersions(message));
+    if (message.versions && message.versions.count > 1) tools.append(this.renderVersions(message, readOnly));
+    if (readOnly) {
+      if (message.feedback) {
+        tools.append(
+          h("span", { class: "rated" }, icon(message.feedback), message.feedback === "up" ? "Rated good" : "Rated bad"),
+        );
+      }
+      if (message.created_at) tools.append(timeNode(message.created_at, "when msg-time"));
+      item.append(tools);
+      return item;
+    }
     const liveBusy = Boolean(this.liveRunId);
     if (isUser && message.editable) {
       tools.append(
@@ -691,6 +801,7 @@ export class ChatPage {
         }),
       );
     }
+    if (message.created_at) tools.append(timeNode(message.created_at, "when msg-time"));
     if (isUser && isLast && !liveBusy && ["stopped", "error"].includes(message.run_state)) {
       item.append(h("p", { class: "status-note status-stopped", text: message.run_state === "stopped" ? "Stopped before an answer." : "No answer: the run failed." }));
     }
@@ -698,9 +809,16 @@ export class ChatPage {
     return item;
   }
 
-  renderVersions(message) {
+  renderVersions(message, readOnly = false) {
     const { index, count, ids } = message.versions;
-    const go = (target) => () => this.operate({ type: "switch", message_id: target });
+    if (readOnly) {
+      return h("span", { class: "versions versions-label", text: `Version ${index} of ${count}` });
+    }
+    const go = (target, key) => () => {
+      // Keep the switched message in view, and focus on the same arrow of its new version.
+      this.anchor = { id: target, focusKey: `${key}:${target}` };
+      this.operate({ type: "switch", message_id: target });
+    };
     const liveBusy = Boolean(this.liveRunId);
     return h(
       "div",
@@ -712,7 +830,7 @@ export class ChatPage {
         "aria-label": "Previous version",
         "data-focus-key": `prev:${message.id}`,
         disabled: index <= 1 || liveBusy,
-        onclick: go(ids[index - 2]),
+        onclick: go(ids[index - 2], "prev"),
       }),
       h("span", { class: "versions-label", "aria-label": `Version ${index} of ${count}`, text: `${index}/${count}` }),
       h("button", {
@@ -722,13 +840,13 @@ export class ChatPage {
         "aria-label": "Next version",
         "data-focus-key": `next:${message.id}`,
         disabled: index >= count || liveBusy,
-        onclick: go(ids[index]),
+        onclick: go(ids[index], "next"),
       }),
     );
   }
 
   renderEditor(message) {
-    const area = h("textarea", { class: "edit-input input", rows: "3", "aria-label": "Edit your message", maxlength: "50000" });
+    const area = h("textarea", { class: "edit-input input", rows: "3", "aria-label": "Edit your message" });
     area.value = this.editing.text;
     area.addEventListener("input", () => {
       this.editing.text = area.value;
@@ -765,7 +883,24 @@ export class ChatPage {
     return form;
   }
 
+  // Streamed text is drawn at most once per frame: the Markdown of the whole answer so far is rendered
+  // again each time, so a half-written table or code block settles as the rest arrives.
   renderDraft(run) {
+    this.drafting.add(run.id);
+    if (this.draftFrame) return;
+    this.draftFrame = requestAnimationFrame(() => {
+      this.draftFrame = null;
+      const ids = [...this.drafting];
+      this.drafting.clear();
+      for (const id of ids) {
+        const current = this.runs.get(id);
+        if (current) this.paintDraft(current);
+      }
+    });
+  }
+
+  paintDraft(run) {
+    if (this.archived) return;
     const node = this.el.messages.querySelector(`[data-run="${CSS.escape(run.id)}"]`);
     if (!node) {
       this.render();
