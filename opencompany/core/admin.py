@@ -42,10 +42,10 @@ class GatedJSONFormField(forms.JSONField):
             try:
                 gate.check_raw_depth(value, field=str(self.label or "value"))
             except ApplicationError as exc:
-                raise forms.ValidationError(exc.message, code="invalid") from exc
+                raise forms.ValidationError(gate.reason(exc), code="invalid") from exc
         parsed = super().to_python(value)
         try:
             gate.check_strings(parsed)
         except ApplicationError as exc:
-            raise forms.ValidationError(exc.message, code="invalid") from exc
+            raise forms.ValidationError(gate.reason(exc), code="invalid") from exc
         return parsed

@@ -45,6 +45,23 @@ def bad_char_message(value: str) -> str | None:
     return NUL_MESSAGE if found.group() == "\x00" else SURROGATE_MESSAGE
 
 
+def reason(error: ApplicationError) -> str:
+    """The first field message of a gate refusal (its message when it names no field)."""
+    fields = error.extra.get("fields") or {}
+    for messages in fields.values():
+        return str(messages[0])
+    return error.message
+
+
+def describe(error: ApplicationError) -> str:
+    """A gate refusal in one line, `field: reason` (for a reader that is not an API client: a model
+    reading a tool result)."""
+    fields = error.extra.get("fields") or {}
+    for name, messages in fields.items():
+        return f"{name}: {messages[0]}"
+    return error.message
+
+
 def _refuse(field: str, message: str) -> ApplicationError:
     return invalid(f"Invalid request: check '{field}'.", {field: [message]})
 
@@ -181,14 +198,24 @@ def _walk_strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             stack.extend((child, f"{where}.{i}" if where else str(i)) for i, child in enumerate(item))
 
 
-def check_strings(value: Any, *, field: str = "") -> None:
+def check_strings(value: Any, *, field: str = "", whole: str = "body") -> None:
     """Refuse a parsed document holding a NUL or a lone surrogate in any string or key, naming the
-    dotted path of the first one found."""
+    dotted path of the first one found (below `field`; `whole` when the path is empty)."""
     for where, string in _walk_strings(value, field):
         message = bad_char_message(string)
         if message is not None:
-            name = where if bad_char_message(where) is None else (field or "body")
-            raise _refuse(name or "body", message)
+            raise _refuse(_clean_path(where) or whole, message)
+
+
+def _clean_path(path: str) -> str:
+    """The longest leading part of a dotted path that can be quoted back (a key holding a refused
+    character is named by its parent)."""
+    kept: list[str] = []
+    for part in path.split("."):
+        if bad_char_message(part) is not None:
+            break
+        kept.append(part)
+    return ".".join(kept)
 
 
 def check_document(value: Any, *, field: str = "", max_depth: int = MAX_JSON_DEPTH) -> Any:
@@ -212,5 +239,5 @@ def loads(raw: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, field: str = "bo
     except ValueError as exc:
         raise invalid(f"Malformed JSON: {exc}", {field: ["Not valid JSON."]}) from exc
     if _BAD_IN_JSON.search(raw):  # only then can a parsed string hold what the gate refuses
-        check_strings(value, field="" if field == "body" else field)
+        check_strings(value, whole=field)
     return value

@@ -119,8 +119,7 @@ def validate_arguments(spec: ToolSpec, arguments: Any) -> list[str]:
     try:
         gate.check_document(arguments, field="arguments")
     except ApplicationError as exc:
-        fields = exc.extra.get("fields") or {"arguments": [exc.message]}
-        return [f"{name}: {messages[0]}" for name, messages in fields.items()]
+        return [gate.describe(exc)]
     validator = _validator_for(spec)
     errors = sorted(
         validator.iter_errors(arguments), key=lambda e: (list(map(str, e.absolute_path)), e.message)

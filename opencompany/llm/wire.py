@@ -285,7 +285,9 @@ def parse_tool_arguments(call_id: str, name: str, raw: str | None) -> Block:
             "id": call_id,
             "name": name,
             "raw_arguments": text,
-            "parse_error": exc.message if isinstance(exc, ApplicationError) else f"invalid JSON: {exc}",
+            "parse_error": gate.describe(exc)
+            if isinstance(exc, ApplicationError)
+            else f"invalid JSON: {exc}",
         }
     reason = None
     if not isinstance(parsed, dict):
