@@ -9,7 +9,7 @@ _APPS = ("chat", "conversations", "memory", "graphs", "authtoken", "auth", "sess
 
 def row_counts() -> dict[str, int]:
     return {
-        model._meta.label: model.objects.count()
+        model._meta.label: model._default_manager.count()
         for model in apps.get_models()
         if model._meta.app_label in _APPS and not model._meta.proxy
     }

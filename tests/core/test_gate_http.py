@@ -14,6 +14,13 @@ from tests.rows import row_counts
 pytestmark = pytest.mark.django_db
 
 DEEP = "[" * 1000 + "]" * 1000
+
+
+def _with_deep(template: str) -> str:
+    """`template` with its `DEEP` placeholder replaced by a value nested a thousand deep."""
+    return template.replace('"DEEP"', DEEP)
+
+
 NUL = "a\x00b"
 SURROGATE = "a\ud800b"  # json.dumps writes it as the escape "\\ud800", as an attacker's client would
 
@@ -39,7 +46,7 @@ def _cases(workflow: Any) -> list[tuple[str, str, str, str]]:
         ("post", send, dumps({"text": SURROGATE}), "text"),
         ("post", send, dumps({"text": "hi", "client_message_id": NUL}), "client_message_id"),
         ("post", send, dumps({"text": "hi", "expected_revision": 10**20}), "expected_revision"),
-        ("post", send, '{"text": %s}' % DEEP, "text"),
+        ("post", send, _with_deep('{"text": "DEEP"}'), "text"),
         ("post", f"{base}/chat/messages/m_x/edit", dumps({"text": SURROGATE}), "text"),
         ("post", f"{base}/chat/switch", dumps({"message_id": NUL}), "message_id"),
         (
@@ -56,9 +63,9 @@ def _cases(workflow: Any) -> list[tuple[str, str, str, str]]:
         ),
         ("post", memory, dumps({"content": NUL}), "content"),
         ("post", memory, dumps({"content": "ok", "tags": [SURROGATE]}), "tags.0"),
-        ("post", memory, '{"content": "ok", "tags": %s}' % DEEP, "tags"),
+        ("post", memory, _with_deep('{"content": "ok", "tags": "DEEP"}'), "tags"),
         ("patch", f"{memory}/mem_x", dumps({"expected_version": 10**20, "content": "x"}), "expected_version"),
-        ("post", f"{base}/validate", '{"graph": {"nodes": %s, "edges": []}}' % DEEP, "graph"),
+        ("post", f"{base}/validate", _with_deep('{"graph": {"nodes": "DEEP", "edges": []}}'), "graph"),
         (
             "post",
             f"{base}/validate",
@@ -74,12 +81,14 @@ def _cases(workflow: Any) -> list[tuple[str, str, str, str]]:
         (
             "post",
             "/api/v1/workflows",
-            '{"name": "x", "graph": {"nodes": [{"id": "a", "type": "aiAgent", "data": {"parameters": '
-            '{"system_prompt": %s}}}], "edges": []}}' % DEEP,
+            _with_deep(
+                '{"name": "x", "graph": {"nodes": [{"id": "a", "type": "aiAgent", "data": {"parameters": '
+                '{"system_prompt": "DEEP"}}}], "edges": []}}'
+            ),
             "graph",
         ),
         ("post", "/api/v1/workflows", dumps({"name": SURROGATE}), "name"),
-        ("post", "/api/v1/auth/token", '{"username": %s, "password": "x"}' % DEEP, "username"),
+        ("post", "/api/v1/auth/token", _with_deep('{"username": "DEEP", "password": "x"}'), "username"),
         ("post", "/api/v1/auth/token", dumps({"username": NUL, "password": "x"}), "username"),
     ]
 

@@ -265,4 +265,4 @@ def test_parse_tool_arguments_keeps_deeply_nested_or_nul_arguments_raw_without_p
         "tags: Nested deeper than 64 levels.",
     )
     assert nul["parse_error"] == "arguments.content: Null characters are not allowed."
-    assert "arguments" not in nested and "arguments" not in nul
+    assert ("arguments" in nested, "arguments" in nul) == (False, False)
