@@ -7,7 +7,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from chat.models import ChatFeedback, ChatMessage, ChatNote, ChatRun, ChatThread
+from chat.models import ChatFeedback, ChatMessage, ChatNote, ChatProcess, ChatRun, ChatThread
 from chat.services import chat_end_run
 from opencompany.core.admin import ReadOnlyMixin, pretty_json
 
@@ -153,3 +153,11 @@ class ChatFeedbackAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_filter = ("value",)
     search_fields = ("message_uid", "thread__workflow__id")
     readonly_fields = ("thread", "message_uid", "value", "updated_at")
+
+
+@admin.register(ChatProcess)
+class ChatProcessAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ("name", "role", "started_at", "beat_at")
+    list_filter = ("role",)
+    search_fields = ("name",)
+    readonly_fields = ("name", "role", "started_at", "beat_at")

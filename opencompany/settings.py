@@ -50,12 +50,13 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
-    "django_tasks_db",
     "opencompany.core",
     "graphs",
     "conversations",
     "memory",
     "chat",
+    # After chat, whose `db_worker` (the task worker with the chat watchdog) takes precedence.
+    "django_tasks_db",
 ]
 
 MIDDLEWARE = [
@@ -254,6 +255,9 @@ ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
 DATA_UPLOAD_MAX_MEMORY_SIZE = OPENCOMPANY_MAX_BODY_BYTES
 OPENCOMPANY_RUN_HEARTBEAT_TIMEOUT_S = _env_int("OPENCOMPANY_RUN_HEARTBEAT_TIMEOUT_S", 30)
 OPENCOMPANY_RUN_HEARTBEAT_S = float(os.environ.get("OPENCOMPANY_RUN_HEARTBEAT_S") or 5)
+# Every server and task worker runs the chat watchdog loop (one sweep at a time cluster-wide).
+OPENCOMPANY_WATCHDOG_IN_PROCESS = _env_bool("OPENCOMPANY_WATCHDOG_IN_PROCESS", True)
+OPENCOMPANY_WATCHDOG_INTERVAL_S = float(os.environ.get("OPENCOMPANY_WATCHDOG_INTERVAL_S") or 10)
 # Per-socket websocket rate limit: a token bucket refilled at FRAMES_PER_S, holding FRAME_BURST.
 OPENCOMPANY_WS_FRAMES_PER_S = float(os.environ.get("OPENCOMPANY_WS_FRAMES_PER_S") or 10)
 OPENCOMPANY_WS_FRAME_BURST = float(os.environ.get("OPENCOMPANY_WS_FRAME_BURST") or 30)

@@ -89,7 +89,17 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 @contextmanager
 def asgi_server(**env: Any) -> Iterator[str]:
     """A daphne process on 127.0.0.1:<free port>; yields its base URL (http://127.0.0.1:port)."""
-    port = free_port()
+    with asgi_server_process(**env) as (url, _):
+        yield url
+
+
+@contextmanager
+def asgi_server_process(
+    *, port: int | None = None, **env: Any
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A daphne process on 127.0.0.1:`port` (a free one by default); yields its base URL and the
+    process, for a test that kills it."""
+    port = port or free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "opencompany.asgi:application"],
         cwd=ROOT,
@@ -99,7 +109,7 @@ def asgi_server(**env: Any) -> Iterator[str]:
     )
     try:
         _wait_http(f"http://127.0.0.1:{port}/accounts/login/", proc)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", proc
     finally:
         _stop(proc)
 

@@ -31,6 +31,8 @@ from chat.services.runs import (
     chat_reset_hook,
     notes_claim,
     notes_deliver,
+    process_beat,
+    process_gone,
     run_begin,
     run_claim,
     run_finish,
@@ -38,6 +40,7 @@ from chat.services.runs import (
     run_state,
     runs_needing_watchdog,
     watchdog_pass,
+    watchdog_sweep,
 )
 from chat.services.send import chat_send, chat_stop
 
@@ -60,6 +63,8 @@ __all__ = [
     "new_claimant",
     "notes_claim",
     "notes_deliver",
+    "process_beat",
+    "process_gone",
     "run_begin",
     "run_claim",
     "run_control_group",
@@ -70,4 +75,5 @@ __all__ = [
     "run_state",
     "runs_needing_watchdog",
     "watchdog_pass",
+    "watchdog_sweep",
 ]

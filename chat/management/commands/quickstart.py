@@ -117,5 +117,5 @@ class Command(BaseCommand):
         )
         if options["no_serve"]:
             return
-        start_in_process_watchdog()  # the embedded default runs the chat watchdog in-process
+        start_in_process_watchdog(role="server")
         call_command("runserver", addr, use_reloader=False)
