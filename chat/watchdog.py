@@ -14,11 +14,15 @@ import logging
 import os
 import socket
 import threading
+from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections
+from django.db.models import Count, Max
 from django.utils import timezone
 
+from chat.models import ChatProcess
 from chat.services import process_beat, process_gone, watchdog_sweep
 
 logger = logging.getLogger(__name__)
@@ -74,3 +78,25 @@ def start_in_process_watchdog(role: str = "server") -> bool:
     ).start()
     atexit.register(_forget_process, process_name())
     return True
+
+
+def workers_health() -> dict[str, Any]:
+    """The health endpoint's `workers` check: processes whose loop beat within three sweeps. Down
+    when runs execute on task workers (`OPENCOMPANY_RUN_EXECUTOR=tasks`) and none is beating."""
+    since = timezone.now() - timedelta(seconds=3 * sweep_interval_s() + 5)
+    rows: dict[str, dict[str, Any]] = {
+        row["role"]: dict(row)
+        for row in ChatProcess.objects.filter(beat_at__gte=since)
+        .values("role")
+        .annotate(n=Count("pk"), last=Max("beat_at"))
+    }
+    workers: dict[str, Any] = rows.get(ChatProcess.Role.WORKER, {})
+    executor = str(settings.OPENCOMPANY_RUN_EXECUTOR)
+    alive = int(workers.get("n", 0))
+    return {
+        "status": "down" if executor == "tasks" and not alive else "ok",
+        "executor": executor,
+        "workers": alive,
+        "servers": int(rows.get(ChatProcess.Role.SERVER, {}).get("n", 0)),
+        "last_worker_beat_at": workers["last"].isoformat() if workers.get("last") else None,
+    }

@@ -3,6 +3,7 @@ from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from opencompany.core import views as core_views
+from opencompany.core.health import healthz
 
 api_v1: list[URLPattern | URLResolver] = [
     path("auth/token", core_views.AuthTokenView.as_view(), name="auth-token"),
@@ -13,6 +14,7 @@ api_v1: list[URLPattern | URLResolver] = [
 ]
 
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

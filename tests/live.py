@@ -95,23 +95,26 @@ def asgi_server(**env: Any) -> Iterator[str]:
 
 @contextmanager
 def asgi_server_process(
-    *, port: int | None = None, **env: Any
+    *, port: int | None = None, log: Path | None = None, **env: Any
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A daphne process on 127.0.0.1:`port` (a free one by default); yields its base URL and the
-    process, for a test that kills it."""
+    process, for a test that kills it. `log`: a file that receives the server's log."""
     port = port or free_port()
+    output = log.open("wb") if log is not None else subprocess.DEVNULL
     proc = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "opencompany.asgi:application"],
         cwd=ROOT,
         env=process_env(**env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=output,
+        stderr=output,
     )
     try:
         _wait_http(f"http://127.0.0.1:{port}/accounts/login/", proc)
         yield f"http://127.0.0.1:{port}", proc
     finally:
         _stop(proc)
+        if log is not None:
+            output.close()  # type: ignore[union-attr]
 
 
 @contextmanager
