@@ -35,7 +35,11 @@ def test_with_redis_unreachable_the_chat_connects_streams_and_health_says_so(wor
         assert reply.text != ""
     assert health["status"] == "degraded"
     assert health["checks"]["database"]["status"] == "ok"
-    assert health["checks"]["channel_layer"] == {"status": "down", "backend": "redis", "in_process_only": True}
+    assert health["checks"]["channel_layer"] == {
+        "status": "down",
+        "backend": "redis",
+        "in_process_only": True,
+    }
     warnings = [line for line in log.read_text().splitlines() if "channel layer unreachable" in line]
     assert len(warnings) == 1
     assert "Hello" not in log.read_text()  # no content in the log

@@ -23,7 +23,11 @@ def test_health_is_ok_with_the_embedded_default(client, settings):
     body = response.json()
     assert body["status"] == "ok"
     assert body["checks"]["database"]["status"] == "ok"
-    assert body["checks"]["channel_layer"] == {"status": "ok", "backend": "in_memory", "in_process_only": True}
+    assert body["checks"]["channel_layer"] == {
+        "status": "ok",
+        "backend": "in_memory",
+        "in_process_only": True,
+    }
     assert body["checks"]["workers"] == {
         "status": "ok",
         "executor": "inprocess",
