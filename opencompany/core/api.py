@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, TypedDict
 
@@ -104,7 +103,7 @@ class GatedJSONParser(JSONParser):
             raise drf_exceptions.ParseError("The body is not valid UTF-8.") from exc
         gate.check_raw_depth(text)
         try:
-            value = json.loads(text)
+            value = gate.parse(text)
         except ValueError as exc:
             raise drf_exceptions.ParseError(f"JSON parse error - {exc}") from exc
         gate.check_strings(value)

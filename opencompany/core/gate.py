@@ -225,6 +225,15 @@ def check_document(value: Any, *, field: str = "", max_depth: int = MAX_JSON_DEP
     return value
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def parse(raw: str) -> Any:
+    """`json.loads` without the NaN and Infinity Python accepts (no column can hold them)."""
+    return json.loads(raw, parse_constant=_no_constant)
+
+
 def loads(raw: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, field: str = "body") -> Any:
     """Parse JSON text through the gate: depth first (on the text), then the parser, then the strings.
     Malformed JSON is `invalid_request` too."""
@@ -235,7 +244,7 @@ def loads(raw: str | bytes, *, max_depth: int = MAX_JSON_DEPTH, field: str = "bo
             raise invalid("The body is not valid UTF-8.", {field: ["Not valid UTF-8."]}) from exc
     check_raw_depth(raw, max_depth=max_depth, field=field)
     try:
-        value = json.loads(raw)
+        value = parse(raw)
     except ValueError as exc:
         raise invalid(f"Malformed JSON: {exc}", {field: ["Not valid JSON."]}) from exc
     if _BAD_IN_JSON.search(raw):  # only then can a parsed string hold what the gate refuses

@@ -277,7 +277,7 @@ def parse_tool_arguments(call_id: str, name: str, raw: str | None) -> Block:
     try:
         # Through the input gate: nesting bounded before parsing, no NUL or lone surrogate in a string.
         gate.check_raw_depth(text, field="arguments")
-        parsed = json.loads(text)
+        parsed = gate.parse(text)
         gate.check_strings(parsed, field="arguments")
     except (ApplicationError, ValueError) as exc:
         return {

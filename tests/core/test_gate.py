@@ -109,3 +109,8 @@ def test_a_parsed_value_deeper_than_the_limit_is_refused_without_recursion():
         "fields": {"arguments": ["Nested deeper than 64 levels."]},
         "max_depth": 64,
     }
+
+
+@pytest.mark.parametrize("raw", ['{"n": NaN}', '{"n": Infinity}', "[-Infinity]"])
+def test_nan_and_infinity_are_not_json_values(raw):
+    assert _refusal(lambda: gate.loads(raw)) == ("invalid_request", {"fields": {"body": ["Not valid JSON."]}})
