@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -84,13 +85,21 @@ ENDPOINTS: list[tuple[str, str, list[str]]] = [
 ]
 QUERIES = [
     ("get", "{wf}/memory/{mem}/items", ["query", "limit", "cursor", "tags", "categories"]),
-    ("delete", "{wf}/memory/{mem}/items/mem_x", ["expected_version"]),
-    ("get", "{wf}/conversations/{agent}", ["generation", "cursor", "limit"]),
+    ("get", "{wf}/memory/{mem}/items/{id}", []),
+    ("delete", "{wf}/memory/{mem}/items/{id}", ["expected_version"]),
+    ("get", "{wf}/memory/{mem}/items/{id}/revisions", ["limit", "cursor"]),
+    ("get", "{wf}/memory/{id}/items", ["query"]),
+    ("get", "{wf}/conversations/{id}", ["generation", "cursor", "limit"]),
+    ("delete", "{wf}/conversations/{id}", ["generation"]),
     ("get", "{wf}/chat", ["before", "limit"]),
+    ("get", "{wf}/chat/runs/{id}", []),
+    ("post", "{wf}/chat/runs/{id}/stop", []),
+    ("post", "{wf}/chat/messages/{id}/retry", []),
+    ("get", "/api/v1/workflows/{id}", []),
     ("get", "/api/v1/workflows", ["cursor"]),
 ]
-PATH_IDS = st.one_of(HOSTILE_TEXT, st.text(min_size=1, max_size=12)).map(
-    lambda s: "".join(c if c not in "/?#%" else "_" for c in s) or "x"
+PATH_IDS = st.one_of(
+    HOSTILE_TEXT, st.text(min_size=1, max_size=12), st.text(max_size=6).map(lambda s: s + "\x00")
 )
 
 
@@ -101,8 +110,6 @@ def _url(template: str, workflow: Any, **ids: str) -> str:
 
 
 def _quote(value: str) -> str:
-    from urllib.parse import quote
-
     return quote(value.encode("utf-8", "surrogatepass"), safe="")
 
 
@@ -137,10 +144,12 @@ def test_no_api_body_ever_answers_500_and_a_refused_one_writes_nothing(api_clien
 def test_no_query_or_path_id_ever_answers_500_and_a_refused_one_writes_nothing(api_client, workflow, data):
     api_client.raise_request_exception = False
     method, template, fields = data.draw(st.sampled_from(QUERIES))
-    params = data.draw(st.dictionaries(st.sampled_from(fields), st.one_of(TEXT, NUMBER.map(str)), max_size=3))
+    params = data.draw(
+        st.dictionaries(st.sampled_from(fields or ["x"]), st.one_of(TEXT, NUMBER.map(str)), max_size=3)
+    )
     query = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in params.items())
-    ids = {"agent": _quote(data.draw(PATH_IDS))} if data.draw(st.booleans()) else {}
-    url = _url(template, workflow, **ids) + (f"?{query}" if query else "")
+    path_id = _quote(data.draw(PATH_IDS)) or "x"
+    url = _url(template, workflow, id=path_id) + (f"?{query}" if query else "")
     before = row_counts()
 
     response = getattr(api_client, method)(url)
