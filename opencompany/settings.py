@@ -55,7 +55,7 @@ INSTALLED_APPS = [
     "conversations",
     "memory",
     "chat",
-    # After chat, whose `db_worker` (the task worker with the chat watchdog) takes precedence.
+    # Listed after chat: the earlier app's command wins, and chat's `db_worker` also runs the chat watchdog.
     "django_tasks_db",
 ]
 

@@ -79,3 +79,27 @@ async def test_a_workflow_id_holding_a_nul_closes_the_socket_as_not_found(owner)
 
     assert connected  # accepted, then closed with the not-found code
     assert (await communicator.receive_output(timeout=5))["code"] == 4404
+
+
+async def test_unknown_message_and_run_ids_are_not_found_and_the_socket_stays_open(workflow, owner):
+    communicator, _, _ = await connect(workflow.pk, owner)
+    await next_frame(communicator)
+    frames = [
+        {"type": "edit", "message_id": "m_nothing", "text": "hi"},
+        {"type": "retry", "message_id": "m_nothing"},
+        {"type": "switch", "message_id": "m_nothing"},
+        {"type": "feedback", "message_id": "m_nothing", "value": "up"},
+        {"type": "stop", "run_id": "run_nothing"},
+        {"type": "resume", "run_id": "run_nothing", "after_seq": 0},
+    ]
+
+    codes = []
+    for n, frame in enumerate(frames):
+        await communicator.send_to(text_data=json.dumps({**frame, "request_id": n}))
+        [reply] = await frames_until(communicator, lambda f: f["type"] in ("error", "ack"))
+        codes.append((reply["request_id"], reply["code"]))
+
+    assert codes == [(n, "not_found") for n in range(len(frames))]
+    await communicator.send_to(text_data=json.dumps({"type": "ping", "request_id": "open"}))
+    assert (await next_frame(communicator))["request_id"] == "open"
+    await communicator.disconnect()
