@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
-from chat.models import ChatFeedback, ChatMessage, ChatNote, ChatRun, ChatThread, ProviderProbe
+from chat.models import ChatFeedback, ChatMessage, ChatNote, ChatProcess, ChatRun, ChatThread, ProviderProbe
 from chat.services import chat_archive, chat_end_run, chat_purge, provider_probes_forget
 from opencompany.core.admin import ReadOnlyMixin, pretty_json
 
@@ -289,3 +289,11 @@ class ProviderProbeAdmin(ReadOnlyMixin, admin.ModelAdmin):
     def probe_again(self, request: HttpRequest, queryset: QuerySet[ProviderProbe]) -> None:
         forgotten = provider_probes_forget(ids=list(queryset.values_list("pk", flat=True)))
         self.message_user(request, f"{forgotten} server(s) will be probed again.", messages.SUCCESS)
+
+
+@admin.register(ChatProcess)
+class ChatProcessAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ("name", "role", "started_at", "beat_at")
+    list_filter = ("role",)
+    search_fields = ("name",)
+    readonly_fields = ("name", "role", "started_at", "beat_at")

@@ -10,8 +10,11 @@ class ChatConfig(AppConfig):
         from chat.executor import dispatch_run
         from chat.services import chat_reset_hook, run_dispatcher_register
         from chat.store import chat_store_for_default_database, chat_store_install
+        from chat.watchdog import workers_health
         from graphs.hooks import register_reset_hook
+        from opencompany.core.health import register_health_check
 
         chat_store_install(chat_store_for_default_database())
         run_dispatcher_register(dispatch=dispatch_run)
         register_reset_hook("chat", chat_reset_hook)
+        register_health_check("workers", workers_health)

@@ -16,11 +16,13 @@ from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.db.models import Field
 
 from chat import services
-from chat.models import TERMINAL_STATES, ChatRun
+from chat.models import TERMINAL_STATES, ChatRun, ChatThread
 from chat.selectors import chat_history, render_run_snapshot
 from graphs.selectors import workflow_for_owner
+from opencompany.core import gate
 from opencompany.core.asyncdb import db_call
 from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, render_error
 from opencompany.core.events import chat_group, owner_group, remember_serving_loop
@@ -67,14 +69,15 @@ def _error(error: ApplicationError, request_id: Any = None) -> dict[str, Any]:
     return {"type": "error", "request_id": request_id, **render_error(error)}
 
 
+_COLUMNS: dict[str, Field[Any, Any] | str] = {
+    "expected_revision": ChatThread._meta.get_field("revision"),
+    "after_seq": ChatRun._meta.get_field("last_seq"),
+    "limit": "PositiveIntegerField",
+}
+
+
 def _int_or_none(value: Any, field: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ApplicationError(
-            "invalid_request", f"'{field}' must be an integer.", {"fields": {field: ["Must be an integer."]}}
-        )
-    return value
+    return gate.optional_integer(value, field=field, column=_COLUMNS[field])
 
 
 def _optional_str(frame: dict[str, Any], field: str, *, max_len: int = 200) -> str | None:
@@ -95,6 +98,19 @@ def _str(frame: dict[str, Any], field: str, *, max_len: int = 200) -> str:
             "invalid_request", f"'{field}' must be a string.", {"fields": {field: ["Required string."]}}
         )
     return value
+
+
+def _request_id_of(raw: str) -> Any:
+    """The `request_id` of a frame the gate refused, when a shallow, well-formed frame carries a
+    plain one (so the client can match the error); None otherwise."""
+    try:
+        gate.check_raw_depth(raw, max_depth=2)
+        frame = json.loads(raw)
+    except (ApplicationError, ValueError):
+        return None
+    request_id = frame.get("request_id") if isinstance(frame, dict) else None
+    ok = isinstance(request_id, str | int) and gate.bad_char_message(str(request_id)) is None
+    return request_id if ok else None
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -141,9 +157,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
             return
         try:
-            frame = json.loads(raw)
-        except ValueError:
-            await self._send(_error(ApplicationError("invalid_request", "The frame is not valid JSON.")))
+            frame = gate.loads(raw, field="frame")
+        except ApplicationError as exc:
+            await self._send(_error(exc, _request_id_of(raw)))
             return
         if not isinstance(frame, dict):
             await self._send(_error(ApplicationError("invalid_request", "A frame must be a JSON object.")))

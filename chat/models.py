@@ -211,3 +211,21 @@ class ProviderProbe(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} at {self.base_url} ({self.fidelity})"
+
+
+class ChatProcess(models.Model):
+    """A process that runs the chat watchdog loop (a server, a task worker or the cron command), with
+    its last heartbeat: the health endpoint counts the live ones."""
+
+    class Role(models.TextChoices):
+        SERVER = "server", "server"
+        WORKER = "worker", "task worker"
+        COMMAND = "command", "watchdog command"
+
+    name = models.CharField(max_length=200, unique=True, help_text="host:pid")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    started_at = models.DateTimeField()
+    beat_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.name}"

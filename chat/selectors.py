@@ -24,6 +24,7 @@ from chat.models import (
 )
 from graphs.models import Workflow
 from graphs.selectors import live_deployment
+from opencompany.core import gate
 from opencompany.core.errors import not_found
 from opencompany.llm.providers import CompatCapabilities
 
@@ -81,6 +82,7 @@ class Tree:
 
 def owned_workflow(*, owner_id: int, workflow_id: str) -> Workflow:
     """The workflow `owner_id` owns, or `not_found` (404): the same answer for a missing and a foreign id."""
+    gate.identifier(workflow_id, field="workflow_id")
     workflow = Workflow.objects.filter(owner_id=owner_id, pk=str(workflow_id)[:40]).first()
     if workflow is None:
         raise not_found("workflow")

@@ -8,6 +8,8 @@ from django.db.models import OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from graphs.models import ContextArchiveOutbox, Deployment, Workflow
+from graphs.specs import get_node_spec
+from opencompany.core import gate
 from opencompany.core.errors import not_found
 
 DRAFT_STATE = "draft"
@@ -43,6 +45,7 @@ def workflow_for_owner(*, owner: Any, workflow_id: str) -> Workflow:
     """The owner's workflow, or `not_found` (404) — the same answer for a missing and a foreign id."""
     if owner is None or not getattr(owner, "is_authenticated", False):
         raise not_found("workflow")
+    gate.identifier(workflow_id, field="workflow_id")
     workflow = Workflow.objects.filter(owner=owner, pk=str(workflow_id)[:40]).first()
     if workflow is None:
         raise not_found("workflow")
@@ -80,6 +83,26 @@ def node_in_graph(*, graph: dict[str, Any], node_id: str) -> dict[str, Any] | No
         if isinstance(node, dict) and node.get("id") == node_id:
             return node
     return None
+
+
+def _is_agent_node(graph: Any, node_id: str) -> bool:
+    node = node_in_graph(graph=graph, node_id=node_id) if isinstance(graph, dict) else None
+    spec = get_node_spec(str(node.get("type"))) if node is not None else None
+    return spec is not None and spec.requires_context
+
+
+def agent_node_known(*, workflow: Workflow, agent_node_id: str, generation: int) -> bool:
+    """Whether `agent_node_id` is an agent (a node whose type requires a Context) of the workflow's
+    saved graph or of the graph deployed as `generation`: an agent removed since keeps its old
+    conversations reachable."""
+    if _is_agent_node(workflow.graph, agent_node_id):
+        return True
+    deployed = (
+        Deployment.objects.filter(workflow=workflow, generation=generation)
+        .values_list("graph", flat=True)
+        .first()
+    )
+    return _is_agent_node(deployed, agent_node_id)
 
 
 def pending_archives_count(*, workflow_id: str) -> int:

@@ -16,7 +16,8 @@ from graphs.models import Workflow
 from memory import services
 from memory.models import MemoryItem, MemoryReceipt, MemoryRevision
 from memory.scope import MemoryScope, memory_scope
-from opencompany.core.admin import ReadOnlyMixin, pretty_json
+from opencompany.core import gate
+from opencompany.core.admin import GatedJSONFormField, ReadOnlyMixin, pretty_json
 from opencompany.core.errors import ApplicationError
 
 
@@ -66,8 +67,13 @@ class MemoryRevisionInline(admin.TabularInline):
 
 
 class MemoryItemForm(forms.ModelForm):
-    tags = forms.JSONField(required=False, help_text='A JSON list of strings, e.g. ["coffee", "work"].')
-    expected_version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    tags = GatedJSONFormField(required=False, help_text='A JSON list of strings, e.g. ["coffee", "work"].')
+    expected_version = forms.IntegerField(
+        widget=forms.HiddenInput,
+        required=False,
+        min_value=1,
+        max_value=gate.column_range(MemoryItem._meta.get_field("version"))[1],
+    )
 
     class Meta:
         model = MemoryItem

@@ -1,6 +1,7 @@
 """Field limits and normalization shared by the services, the selectors, the tool and the API.
 
-Every refusal is `invalid_request` naming the field.
+Every refusal is `invalid_request` naming the field. Text and ids pass the input gate (no NUL, no lone
+surrogate); versions are bounded by their column.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from memory.errors import invalid_field
+from opencompany.core import gate
 
 CONTENT_MAX = 50_000
 TITLE_MAX = 500
@@ -30,6 +32,15 @@ ACTOR_RE = re.compile(r"^(agent|owner|staff|system):[^\s]{1,72}$")
 PATCH_FIELDS = frozenset({"content", "title", "category", "tags", "expires_at"})
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# `MemoryItem.version`'s column type (the fields module stays free of the models).
+VERSION_COLUMN = "PositiveIntegerField"
+
+
+def _storable(value: str, field: str) -> str:
+    message = gate.bad_char_message(value)
+    if message is not None:
+        raise invalid_field(field, message)
+    return value
 
 
 def clean_content(value: Any, *, field: str = "content") -> str:
@@ -41,7 +52,7 @@ def clean_content(value: Any, *, field: str = "content") -> str:
         raise invalid_field(field, "May not be blank.")
     if len(value) > CONTENT_MAX:
         raise invalid_field(field, f"At most {CONTENT_MAX} characters.")
-    return value
+    return _storable(value, field)
 
 
 def clean_title(value: Any, *, field: str = "title") -> str | None:
@@ -51,7 +62,7 @@ def clean_title(value: Any, *, field: str = "title") -> str | None:
         raise invalid_field(field, "Must be a string.")
     if len(value) > TITLE_MAX:
         raise invalid_field(field, f"At most {TITLE_MAX} characters.")
-    return value.strip() or None
+    return _storable(value, field).strip() or None
 
 
 def _one_label(value: Any, *, field: str, max_len: int) -> str:
@@ -59,7 +70,7 @@ def _one_label(value: Any, *, field: str, max_len: int) -> str:
         raise invalid_field(field, "Must be a string.")
     if len(value) > max_len:
         raise invalid_field(field, f"At most {max_len} characters each.")
-    label = _CONTROL.sub(" ", value).strip().lower()
+    label = _CONTROL.sub(" ", _storable(value, field)).strip().lower()
     if not label:
         raise invalid_field(field, "May not be blank.")
     return label
@@ -73,7 +84,7 @@ def clean_category(value: Any, *, field: str = "category") -> str | None:
         raise invalid_field(field, "Must be a string.")
     if len(value) > CATEGORY_MAX:
         raise invalid_field(field, f"At most {CATEGORY_MAX} characters.")
-    return _CONTROL.sub(" ", value).strip().lower() or None
+    return _CONTROL.sub(" ", _storable(value, field)).strip().lower() or None
 
 
 def clean_labels(value: Any, *, field: str, max_items: int, max_len: int) -> list[str]:
@@ -143,7 +154,7 @@ def clean_query(value: Any, *, field: str = "query") -> str:
         raise invalid_field(field, "A non-blank query is required.")
     if len(value) > QUERY_MAX:
         raise invalid_field(field, f"At most {QUERY_MAX} characters.")
-    return value
+    return _storable(value, field)
 
 
 def clean_cursor(value: Any, *, field: str = "cursor") -> str | None:
@@ -151,18 +162,20 @@ def clean_cursor(value: Any, *, field: str = "cursor") -> str | None:
         return None
     if not isinstance(value, str) or len(value) > CURSOR_MAX:
         raise invalid_field(field, f"Must be a string of at most {CURSOR_MAX} characters.")
-    return value
+    return _storable(value, field)
 
 
 def clean_memory_id(value: Any, *, field: str = "memory_id") -> str:
     if not isinstance(value, str) or not 1 <= len(value) <= MEMORY_ID_MAX:
         raise invalid_field(field, f"Must be a string of 1 to {MEMORY_ID_MAX} characters.")
-    return value
+    return _storable(value, field)
 
 
 def clean_version(value: Any, *, field: str = "expected_version") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise invalid_field(field, "Must be an integer of at least 1.")
+    if value > gate.column_range(VERSION_COLUMN)[1]:
+        raise invalid_field(field, f"Must be at most {gate.column_range(VERSION_COLUMN)[1]}.")
     return value
 
 
@@ -171,7 +184,7 @@ def clean_operation_id(value: Any, *, field: str = "operation_id") -> str | None
         return None
     if not isinstance(value, str) or not value.strip() or len(value) > OPERATION_ID_MAX:
         raise invalid_field(field, f"Must be a non-blank string of at most {OPERATION_ID_MAX} characters.")
-    return value
+    return _storable(value, field)
 
 
 def clean_actor(value: Any) -> str:

@@ -50,17 +50,19 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
-    "django_tasks_db",
     "opencompany.core",
     "graphs",
     "conversations",
     "memory",
     "chat",
+    # Listed after chat: the earlier app's command wins, and chat's `db_worker` also runs the chat watchdog.
+    "django_tasks_db",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "opencompany.core.middleware.BodySizeLimitMiddleware",
+    "opencompany.core.gate_middleware.InputGateMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -209,7 +211,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["opencompany.core.api.GatedJSONParser"],
     "EXCEPTION_HANDLER": "opencompany.core.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_RATES": {
@@ -297,6 +299,9 @@ OPENCOMPANY_PROVIDER_PROBE_TTL_S = _env_int("OPENCOMPANY_PROVIDER_PROBE_TTL_S", 
 DATA_UPLOAD_MAX_MEMORY_SIZE = OPENCOMPANY_MAX_BODY_BYTES
 OPENCOMPANY_RUN_HEARTBEAT_TIMEOUT_S = _env_int("OPENCOMPANY_RUN_HEARTBEAT_TIMEOUT_S", 30)
 OPENCOMPANY_RUN_HEARTBEAT_S = float(os.environ.get("OPENCOMPANY_RUN_HEARTBEAT_S") or 5)
+# Every server and task worker runs the chat watchdog loop (one sweep at a time cluster-wide).
+OPENCOMPANY_WATCHDOG_IN_PROCESS = _env_bool("OPENCOMPANY_WATCHDOG_IN_PROCESS", True)
+OPENCOMPANY_WATCHDOG_INTERVAL_S = float(os.environ.get("OPENCOMPANY_WATCHDOG_INTERVAL_S") or 10)
 # Per-socket websocket rate limit: a token bucket refilled at FRAMES_PER_S, holding FRAME_BURST.
 OPENCOMPANY_WS_FRAMES_PER_S = float(os.environ.get("OPENCOMPANY_WS_FRAMES_PER_S") or 10)
 OPENCOMPANY_WS_FRAME_BURST = float(os.environ.get("OPENCOMPANY_WS_FRAME_BURST") or 30)

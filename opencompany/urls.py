@@ -3,6 +3,7 @@ from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from opencompany.core import views as core_views
+from opencompany.core.health import healthz
 from opencompany.core.logins import login_throttled
 
 api_v1: list[URLPattern | URLResolver] = [
@@ -17,6 +18,7 @@ api_v1: list[URLPattern | URLResolver] = [
 urlpatterns = [
     # The admin's sign-in shares the throttle of the login form and the token endpoint.
     path("admin/login/", login_throttled(admin.site.login), name="admin-login"),
+    path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

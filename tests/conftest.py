@@ -243,3 +243,8 @@ def other_workflow(other_owner: Any) -> Any:
 
 def node_id(workflow: Any, node_type: str, n: int = 1) -> str:
     return f"{workflow.pk}:{node_type}:{n}"
+
+
+# The test process never sweeps on its own: tests drive `watchdog_pass` with the times they choose.
+# Servers and workers a test starts run their own watchdog, as in production.
+settings.OPENCOMPANY_WATCHDOG_IN_PROCESS = False

@@ -91,22 +91,36 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def asgi_server(*, access_log: Path | None = None, **env: Any) -> Iterator[str]:
     """The production server (`python -m opencompany.server`, daphne) on 127.0.0.1:<free port>; yields
     its base URL (http://127.0.0.1:port). With `access_log`, its access log is written there."""
-    port = free_port()
+    with asgi_server_process(access_log=access_log, **env) as (url, _):
+        yield url
+
+
+@contextmanager
+def asgi_server_process(
+    *, port: int | None = None, log: Path | None = None, access_log: Path | None = None, **env: Any
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The production server on 127.0.0.1:`port` (a free one by default); yields its base URL and the
+    process, for a test that kills it. `log`: a file that receives the server's log; `access_log`: a file
+    for its access log."""
+    port = port or free_port()
     argv = [sys.executable, "-m", "opencompany.server", "-b", "127.0.0.1", "-p", str(port)]
     if access_log is not None:
         argv += ["--access-log", str(access_log)]
+    output = log.open("wb") if log is not None else subprocess.DEVNULL
     proc = subprocess.Popen(
         [*argv, "opencompany.asgi:application"],
         cwd=ROOT,
         env=process_env(**env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=output,
+        stderr=output,
     )
     try:
         _wait_http(f"http://127.0.0.1:{port}/accounts/login/", proc)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", proc
     finally:
         _stop(proc)
+        if log is not None:
+            output.close()  # type: ignore[union-attr]
 
 
 @contextmanager

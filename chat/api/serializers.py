@@ -6,6 +6,11 @@ from typing import Any
 
 from rest_framework import serializers
 
+from chat.models import ChatThread
+from opencompany.core.api import column_bounds
+
+_REVISION = column_bounds(ChatThread._meta.get_field("revision"), min_value=0)
+
 
 class StrictCharField(serializers.CharField):
     """A string and nothing else: DRF's CharField would turn `123` or `true` into text."""
@@ -32,7 +37,7 @@ class SendInput(serializers.Serializer):
     client_message_id = StrictCharField(
         required=False, allow_null=True, allow_blank=True, trim_whitespace=False
     )
-    expected_revision = StrictIntegerField(required=False, allow_null=True, min_value=0)
+    expected_revision = StrictIntegerField(required=False, allow_null=True, **_REVISION)
 
 
 class EditInput(SendInput):
@@ -40,12 +45,12 @@ class EditInput(SendInput):
 
 
 class RetryInput(serializers.Serializer):
-    expected_revision = StrictIntegerField(required=False, allow_null=True, min_value=0)
+    expected_revision = StrictIntegerField(required=False, allow_null=True, **_REVISION)
 
 
 class SwitchInput(serializers.Serializer):
     message_id = StrictCharField(max_length=64)
-    expected_revision = StrictIntegerField(required=False, allow_null=True, min_value=0)
+    expected_revision = StrictIntegerField(required=False, allow_null=True, **_REVISION)
 
 
 class FeedbackInput(serializers.Serializer):

@@ -35,6 +35,8 @@ from chat.services.runs import (
     chat_reset_hook,
     notes_claim,
     notes_deliver,
+    process_beat,
+    process_gone,
     run_begin,
     run_claim,
     run_finish,
@@ -42,6 +44,7 @@ from chat.services.runs import (
     run_state,
     runs_needing_watchdog,
     watchdog_pass,
+    watchdog_sweep,
 )
 from chat.services.send import chat_send, chat_stop
 
@@ -66,6 +69,8 @@ __all__ = [
     "new_claimant",
     "notes_claim",
     "notes_deliver",
+    "process_beat",
+    "process_gone",
     "provider_probe_record",
     "provider_probes_forget",
     "run_begin",
@@ -78,4 +83,5 @@ __all__ = [
     "run_state",
     "runs_needing_watchdog",
     "watchdog_pass",
+    "watchdog_sweep",
 ]

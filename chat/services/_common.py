@@ -21,6 +21,7 @@ from chat import errors
 from chat.models import LIVE_STATES, ChatMessage, ChatRun, ChatThread
 from chat.selectors import live_generation
 from graphs.models import Workflow
+from opencompany.core import gate
 from opencompany.core.errors import ApplicationError, invalid
 from opencompany.core.events import chat_group, publish_now, publish_on_commit
 from opencompany.core.ids import mint_id
@@ -76,7 +77,15 @@ def _check_text(text: Any) -> str:
             f"A message may hold at most {MAX_MESSAGE_CHARS} characters.",
             {"limit": MAX_MESSAGE_CHARS, "length": len(text)},
         )
-    return text
+    return gate.text(text, field="text")
+
+
+def _check_expected_revision(expected_revision: Any) -> int | None:
+    """None, or an integer the thread's revision column can hold (a larger one is `invalid_request`,
+    never a database error)."""
+    return gate.optional_integer(
+        expected_revision, field="expected_revision", column=ChatThread._meta.get_field("revision")
+    )
 
 
 def _check_client_id(client_message_id: str | None) -> str:
@@ -110,10 +119,8 @@ def _replay_of(existing: ChatMessage, *, text: str, kind: str, edit_of: str | No
 
 
 def _check_revision(thread: ChatThread, expected_revision: int | None) -> None:
-    if expected_revision is None:
+    if _check_expected_revision(expected_revision) is None:
         return
-    if isinstance(expected_revision, bool) or not isinstance(expected_revision, int):
-        raise invalid("expected_revision must be an integer.", {"expected_revision": ["Must be an integer."]})
     if thread.revision != expected_revision:
         raise _err(
             errors.REVISION_CONFLICT,

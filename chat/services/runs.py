@@ -10,12 +10,12 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from chat import errors
-from chat.models import LIVE_STATES, ChatMessage, ChatNote, ChatRun, ChatThread
+from chat.models import LIVE_STATES, ChatMessage, ChatNote, ChatProcess, ChatRun, ChatThread
 from chat.services._common import (
     MAX_NOTES_PER_TURN,
     _append_message,
@@ -332,6 +332,47 @@ def watchdog_pass(*, now: Any = None) -> dict[str, int]:
         except Exception:
             logger.exception("watchdog could not end run=%s", run.run_id)
     return counts
+
+
+# One sweep at a time cluster-wide: the key of the PostgreSQL advisory lock a sweep holds.
+WATCHDOG_LOCK_KEY = 0x6F63_7764
+PROCESS_BEATS_KEPT = timedelta(days=1)
+
+
+def watchdog_sweep(*, now: Any = None) -> dict[str, int] | None:
+    """One `watchdog_pass`, unless another process is sweeping now (then None). On PostgreSQL the
+    sweep holds a session advisory lock, released when it ends or its connection drops; on SQLite (one
+    process) it just runs, and a second sweeper would only find the runs already ended. Also forgets
+    process heartbeats older than a day."""
+    if connection.vendor != "postgresql":
+        return _sweep(now)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [WATCHDOG_LOCK_KEY])
+        if not cursor.fetchone()[0]:
+            return None
+    try:
+        return _sweep(now)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [WATCHDOG_LOCK_KEY])
+
+
+def _sweep(now: Any) -> dict[str, int]:
+    counts = watchdog_pass(now=now)
+    ChatProcess.objects.filter(beat_at__lt=(now or timezone.now()) - PROCESS_BEATS_KEPT).delete()
+    return counts
+
+
+def process_beat(*, name: str, role: str, started_at: Any) -> None:
+    """Record that the process `name` (host:pid) is alive and sweeping."""
+    ChatProcess.objects.update_or_create(
+        name=name, defaults={"role": role, "started_at": started_at, "beat_at": timezone.now()}
+    )
+
+
+def process_gone(*, name: str) -> None:
+    """Forget a process that is shutting down."""
+    ChatProcess.objects.filter(name=name).delete()
 
 
 @transaction.atomic

@@ -17,6 +17,7 @@ from chat.services._common import (
     _after_admission,
     _append_message,
     _check_client_id,
+    _check_expected_revision,
     _check_lane,
     _check_revision,
     _check_text,
@@ -62,38 +63,34 @@ def chat_send(
     try:
         text = _check_text(text)
         client_id = _check_client_id(client_message_id)
+        expected_revision = _check_expected_revision(expected_revision)
     except ApplicationError:
         owned_workflow(owner_id=owner_id, workflow_id=workflow_id)
         raise
-    if expected_revision is None or (type(expected_revision) is int and expected_revision >= 0):
-        run_id = mint_id("run")
-        uid = mint_id("m")
-        admitted = chat_store().send_admit(
-            workflow_id=workflow_id,
-            owner_id=owner_id,
-            expected_revision=expected_revision,
-            run={
-                "run_id": run_id,
-                "kind": ChatRun.Kind.MESSAGE,
-                "user_message_uid": uid,
-                "reply_message_uid": f"a_{run_id}",
-                **_admission_claim(),
-            },
-            message={
-                "uid": uid,
-                "role": ChatMessage.Role.USER,
-                "text": text,
-                "run_id": run_id,
-                "client_message_id": client_id,
-            },
-        )
-        if admitted is not None:
-            _after_admission(
-                workflow_id=workflow_id, revision=admitted.revision, run=admitted.run, role="user"
-            )
-            return Admission(
-                message=admitted.message, run=admitted.run, created=True, revision=admitted.revision
-            )
+    run_id = mint_id("run")
+    uid = mint_id("m")
+    admitted = chat_store().send_admit(
+        workflow_id=workflow_id,
+        owner_id=owner_id,
+        expected_revision=expected_revision,
+        run={
+            "run_id": run_id,
+            "kind": ChatRun.Kind.MESSAGE,
+            "user_message_uid": uid,
+            "reply_message_uid": f"a_{run_id}",
+            **_admission_claim(),
+        },
+        message={
+            "uid": uid,
+            "role": ChatMessage.Role.USER,
+            "text": text,
+            "run_id": run_id,
+            "client_message_id": client_id,
+        },
+    )
+    if admitted is not None:
+        _after_admission(workflow_id=workflow_id, revision=admitted.revision, run=admitted.run, role="user")
+        return Admission(message=admitted.message, run=admitted.run, created=True, revision=admitted.revision)
     workflow = owned_workflow(owner_id=owner_id, workflow_id=workflow_id)
     return _send_locked(workflow, text, client_id, expected_revision)
 

@@ -7,11 +7,15 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from conversations.models import AgentConversation
+from opencompany.core.api import column_bounds
 from opencompany.llm.fidelity import turn_fidelity
 
 
 class ConversationQueryInput(serializers.Serializer):
-    generation = serializers.IntegerField(required=False, min_value=1)
+    generation = serializers.IntegerField(
+        required=False, **column_bounds(AgentConversation._meta.get_field("generation"), min_value=1)
+    )
     cursor = serializers.CharField(required=False, allow_blank=True, max_length=2000)
     limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
 

@@ -20,8 +20,8 @@ from conversations.selectors import (
 from conversations.services import conversation_clear
 from conversations.types import ConversationKey
 from graphs.models import Workflow
-from graphs.selectors import current_generation, workflow_for_owner
-from opencompany.core.errors import invalid
+from graphs.selectors import agent_node_known, current_generation, workflow_for_owner
+from opencompany.core.errors import invalid, not_found
 from opencompany.core.pagination import Ascending
 
 # The cursor holds the last seq returned.
@@ -31,10 +31,16 @@ _GENERATION = OpenApiParameter("generation", int, description="Defaults to the c
 
 
 def _key(request: Request, workflow: Workflow, agent_node_id: str, generation: int | None) -> ConversationKey:
+    """The conversation key, or `not_found` when `agent_node_id` is no agent of the workflow (an agent
+    that never ran has an empty conversation). A conversation stored under the key stays reachable."""
     chosen = generation if generation is not None else current_generation(workflow=workflow)
     if chosen < 1:
         raise invalid("The workflow was never deployed; pass ?generation=.", {"generation": ["required"]})
-    return ConversationKey(workflow_id=workflow.pk, generation=chosen, agent_node_id=agent_node_id)
+    key = ConversationKey(workflow_id=workflow.pk, generation=chosen, agent_node_id=agent_node_id)
+    known = agent_node_known(workflow=workflow, agent_node_id=agent_node_id, generation=chosen)
+    if not known and conversation_get(key=key) is None:
+        raise not_found("agent node in this workflow")
+    return key
 
 
 class ConversationListView(APIView):

@@ -3,6 +3,8 @@ from typing import Any
 from rest_framework import serializers
 
 from graphs.constants import AGENT_NODE_TYPE
+from graphs.models import Workflow
+from opencompany.core.api import column_bounds
 
 
 class GraphField(serializers.JSONField):
@@ -26,7 +28,9 @@ class WorkflowCreateInput(serializers.Serializer):
 class WorkflowSaveInput(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False)
     graph = GraphField()
-    expected_revision = serializers.IntegerField(min_value=1)
+    expected_revision = serializers.IntegerField(
+        **column_bounds(Workflow._meta.get_field("revision"), min_value=1)
+    )
 
 
 class ValidateInput(serializers.Serializer):

@@ -7,6 +7,9 @@ from typing import Any
 from rest_framework import serializers
 
 from memory import fields as f
+from opencompany.core.api import column_bounds
+
+_VERSION = column_bounds(f.VERSION_COLUMN, min_value=1)
 
 
 class StrictSerializer(serializers.Serializer):
@@ -39,7 +42,7 @@ class RememberInput(StrictSerializer):
 
 
 class UpdateInput(StrictSerializer):
-    expected_version = serializers.IntegerField(min_value=1)
+    expected_version = serializers.IntegerField(**_VERSION)
     content = serializers.CharField(max_length=f.CONTENT_MAX, trim_whitespace=False)
     title = serializers.CharField(max_length=f.TITLE_MAX, required=False, allow_null=True, allow_blank=True)
     category = serializers.CharField(
@@ -62,7 +65,7 @@ class ListQuery(serializers.Serializer):
 
 
 class ForgetQuery(serializers.Serializer):
-    expected_version = serializers.IntegerField(min_value=1)
+    expected_version = serializers.IntegerField(**_VERSION)
 
 
 class PageQuery(serializers.Serializer):

@@ -1,16 +1,19 @@
-"""The DRF exception handler: every refusal becomes an `ApplicationError`, rendered by `render_error`."""
+"""The DRF kernel: the exception handler (every refusal becomes an `ApplicationError`, rendered by
+`render_error`), the gated JSON parser, and integer bounds taken from a database column."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypedDict
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db.models import Field
 from django.http import Http404
 from rest_framework import exceptions as drf_exceptions
+from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
-from opencompany.core import errors
+from opencompany.core import errors, gate
 from opencompany.core.errors import ApplicationError, render_error
 
 logger = logging.getLogger(__name__)
@@ -86,3 +89,33 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if auth_header:
         response["WWW-Authenticate"] = auth_header
     return response
+
+
+class GatedJSONParser(JSONParser):
+    """DRF's JSON parser behind the input gate: nesting bounded before parsing, NUL and lone
+    surrogates refused in every string, each refusal `invalid_request` naming the field."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        raw = stream.read() if stream is not None else b""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise drf_exceptions.ParseError("The body is not valid UTF-8.") from exc
+        gate.check_raw_depth(text)
+        try:
+            value = gate.parse(text)
+        except ValueError as exc:
+            raise drf_exceptions.ParseError(f"JSON parse error - {exc}") from exc
+        gate.check_strings(value)
+        return value
+
+
+class IntegerBounds(TypedDict):
+    min_value: int
+    max_value: int
+
+
+def column_bounds(column: Field[Any, Any] | str, *, min_value: int | None = None) -> IntegerBounds:
+    """`min_value`/`max_value` for a DRF IntegerField compared with or written to `column`."""
+    low, high = gate.column_range(column)
+    return {"min_value": low if min_value is None else max(low, min_value), "max_value": high}

@@ -15,6 +15,9 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from opencompany.core import gate
+from opencompany.core.errors import ApplicationError
+
 ToolResult = dict[str, Any]
 
 
@@ -109,8 +112,14 @@ def _path_of(parts: Any) -> str:
 def validate_arguments(spec: ToolSpec, arguments: Any) -> list[str]:
     """Check the model's arguments against the tool's schema; each error names the field path.
 
-    An empty list means valid. Errors come in a stable order (by path, then message).
+    An empty list means valid. Errors come in a stable order (by path, then message). The input gate
+    runs first: arguments nested too deeply, or holding a NUL or a lone surrogate, are refused before
+    the schema's validator recurses into them.
     """
+    try:
+        gate.check_document(arguments, field="arguments")
+    except ApplicationError as exc:
+        return [gate.describe(exc)]
     validator = _validator_for(spec)
     errors = sorted(
         validator.iter_errors(arguments), key=lambda e: (list(map(str, e.absolute_path)), e.message)

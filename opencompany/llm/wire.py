@@ -16,6 +16,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from opencompany.core import gate
+from opencompany.core.errors import ApplicationError
 from opencompany.core.json import canonical_json
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
@@ -273,14 +275,19 @@ def parse_tool_arguments(call_id: str, name: str, raw: str | None) -> Block:
     if not text.strip():
         return make_tool_call(call_id, name, {})
     try:
-        parsed = json.loads(text)
-    except ValueError as exc:
+        # Through the input gate: nesting bounded before parsing, no NUL or lone surrogate in a string.
+        gate.check_raw_depth(text, field="arguments")
+        parsed = gate.parse(text)
+        gate.check_strings(parsed, field="arguments")
+    except (ApplicationError, ValueError) as exc:
         return {
             "type": "tool_call",
             "id": call_id,
             "name": name,
             "raw_arguments": text,
-            "parse_error": f"invalid JSON: {exc}",
+            "parse_error": gate.describe(exc)
+            if isinstance(exc, ApplicationError)
+            else f"invalid JSON: {exc}",
         }
     reason = None
     if not isinstance(parsed, dict):

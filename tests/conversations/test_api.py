@@ -69,12 +69,15 @@ def test_read_takes_a_generation(api_client, workflow, key):
     conversation_append(key=old, messages=turns(1), expected_length=0)
 
     assert api_client.get(_url(workflow, "old-agent"), {"generation": 1}).json()["length"] == 1
-    assert api_client.get(_url(workflow, "old-agent"), {"generation": 2}).json()["length"] == 0
+    assert api_client.get(_url(workflow, key.agent_node_id), {"generation": 2}).json()["length"] == 0
+    assert api_client.get(_url(workflow, "old-agent"), {"generation": 2}).json()["code"] == "not_found"
 
 
 def test_a_cursor_of_another_conversation_is_refused(api_client, workflow, key):
     conversation_append(key=key, messages=turns(5), expected_length=0)
     cursor = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2}).json()["next"]
+    other = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="other-agent")
+    conversation_append(key=other, messages=turns(1), expected_length=0)
 
     response = api_client.get(_url(workflow, "other-agent"), {"cursor": cursor})
 
@@ -115,18 +118,19 @@ def test_another_owners_workflow_is_404_and_nothing_changes(other_client, workfl
     assert ConversationArchive.objects.exists() is False
 
 
-def test_own_workflow_with_another_owners_agent_id_reveals_nothing(api_client, workflow, other_workflow):
+def test_own_workflow_with_another_owners_agent_id_is_404(api_client, workflow, other_workflow):
     foreign = ConversationKey(
         workflow_id=other_workflow.pk, generation=1, agent_node_id=node_id(other_workflow, "aiAgent")
     )
     conversation_append(key=foreign, messages=turns(2), expected_length=0)
 
-    read = api_client.get(_url(workflow, foreign.agent_node_id)).json()
-    cleared = api_client.delete(_url(workflow, foreign.agent_node_id)).json()
+    read = api_client.get(_url(workflow, foreign.agent_node_id))
+    cleared = api_client.delete(_url(workflow, foreign.agent_node_id))
 
-    assert (read["length"], read["messages"]) == (0, [])
-    assert cleared["cleared"] is False
+    assert (read.status_code, read.json()["code"]) == (404, "not_found")
+    assert (cleared.status_code, cleared.json()["code"]) == (404, "not_found")
     assert AgentConversation.objects.get().length == 2
+    assert ConversationArchive.objects.exists() is False
 
 
 def test_a_missing_workflow_is_404(api_client):

@@ -103,3 +103,20 @@ def test_tool_context_carries_server_side_scope():
     assert context.extras == {}
     assert context.tool_call_id is None
     assert tools.tools_by_name([ToolSpec("a", "", {}, _noop)])["a"].name == "a"
+
+
+def test_validate_arguments_refuses_a_nul_a_lone_surrogate_and_deep_nesting_before_the_schema():
+    spec = ToolSpec("memory", "Memory.", MEMORY_SCHEMA, _noop)
+    deep: list = []
+    for _ in range(5_000):
+        deep = [deep]
+
+    assert tools.validate_arguments(spec, {"operation": "remember", "content": "a\x00"}) == [
+        "arguments.content: Null characters are not allowed."
+    ]
+    assert tools.validate_arguments(spec, {"operation": "remember", "tags": ["\udc00"]}) == [
+        "arguments.tags.0: Lone surrogate characters are not allowed."
+    ]
+    assert tools.validate_arguments(spec, {"operation": "remember", "tags": deep}) == [
+        "arguments: Nested deeper than 64 levels."
+    ]

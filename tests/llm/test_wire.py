@@ -252,3 +252,17 @@ def test_helpers_build_valid_messages():
     with pytest.raises(WireError):
         wire.make_tool_result("c", "t", "x", "weird")
     assert json.loads(wire.encode(result))["role"] == "tool"
+
+
+def test_parse_tool_arguments_keeps_deeply_nested_or_nul_arguments_raw_without_parsing_them():
+    deep = '{"tags": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+    nested = wire.parse_tool_arguments("c1", "memory", deep)
+    nul = wire.parse_tool_arguments("c2", "memory", '{"content": "a\\u0000"}')
+
+    assert (nested["raw_arguments"], nested["parse_error"]) == (
+        deep,
+        "tags: Nested deeper than 64 levels.",
+    )
+    assert nul["parse_error"] == "arguments.content: Null characters are not allowed."
+    assert ("arguments" in nested, "arguments" in nul) == (False, False)

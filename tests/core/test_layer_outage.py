@@ -1,0 +1,68 @@
+"""The Redis layer through an outage: in-process delivery while Redis is unreachable, one warning,
+and delivery across processes again once it answers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import uuid
+
+import pytest
+
+from opencompany.core.layers import BatchPubSubChannelLayer
+from tests.live import free_port
+
+
+def _layer(url: str, prefix: str) -> BatchPubSubChannelLayer:
+    return BatchPubSubChannelLayer(hosts=[url], prefix=prefix)
+
+
+async def test_without_redis_channels_groups_and_batches_deliver_inside_the_process(caplog):
+    here = _layer(f"redis://127.0.0.1:{free_port()}/0", f"oc-out-{uuid.uuid4().hex[:8]}")
+    caplog.set_level(logging.WARNING, logger="opencompany.core.layers")
+
+    channel = await here.new_channel()
+    await here.group_add("chat.wf", channel)
+    await here.group_send("chat.wf", {"type": "app.event", "n": 1})
+    await here.group_send_many([("chat.wf", {"type": "app.event", "n": 2}), ("chat.other", {"n": 0})])
+    await here.send(channel, {"type": "app.event", "n": 3})
+    received = [await asyncio.wait_for(here.receive(channel), 1) for _ in range(3)]
+
+    assert [m["n"] for m in received] == [1, 2, 3]
+    assert here.outage.active is True
+    assert [r.getMessage() for r in caplog.records] == [
+        "channel layer unreachable: events are delivered within this process until it returns"
+    ]
+    await here.group_discard("chat.wf", channel)
+    await here.flush()
+
+
+@pytest.mark.redis
+async def test_delivery_across_processes_resumes_when_redis_returns():
+    port = free_port()
+    url, prefix = f"redis://127.0.0.1:{port}/0", f"oc-back-{uuid.uuid4().hex[:8]}"
+    here = _layer(url, prefix)
+    channel = await here.new_channel()
+    await here.group_add("chat.wf", channel)
+    assert here.outage.active is True
+
+    server = subprocess.Popen(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    elsewhere = _layer(url, prefix)  # another process's layer: it reaches `here` only through Redis
+    try:
+        async with asyncio.timeout(20):
+            while here.outage.active:
+                await asyncio.sleep(0.1)
+        await elsewhere.group_send_many([("chat.wf", {"type": "app.event", "n": 7})])
+        message = await asyncio.wait_for(here.receive(channel), 5)
+    finally:
+        await here.flush()
+        await elsewhere.flush()
+        server.terminate()
+        server.wait(timeout=10)
+
+    assert message == {"type": "app.event", "n": 7}
