@@ -1,0 +1,421 @@
+"""The full-text backends: what each database answers for recall, compiled from the parsed query.
+
+This module and the migrations are the only places that know PostgreSQL from SQLite. Each backend
+answers the same three questions, and `memory.search.scoring` ranks the answers the same way:
+
+- `find`: the items in scope that match any query word as written (its Porter stem), as a prefix
+  (the last word as typed, `word*`, or a compound part for words of four letters or more) or a
+  quoted phrase, each with how every word matched, plus per word the number of items in scope that
+  match it;
+- `find_tolerant`: items that may hold a typo of a word no item matches as written (trigram
+  candidates, checked word by word in Python);
+- `recent`: the most recently updated items, for a query without searchable words.
+
+PostgreSQL: a stored generated `tsvector` (`search`, text search configuration `memory_porter`:
+Porter stems and English stop words, punctuation read as spaces) with a GIN index, and a `pg_trgm`
+GIN index over `(namespace, item text)`. SQLite: FTS5 tables `memory_item_fts` (porter + unicode61)
+and `memory_item_trigram` (trigram tokenizer), kept by triggers in the writing transaction. Query
+words are runs of letters and digits, quoted for each syntax, and always bound as parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from django.db import connection
+
+from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
+from memory.search.query import RecallQuery, Term
+from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate
+
+FTS_TABLE = "memory_item_fts"
+TRIGRAM_TABLE = "memory_item_trigram"
+PG_CONFIG = "memory_porter"
+CANDIDATES = 500  # items ranked per query: the best-matching ones, newest first among equals
+TOLERANT_CANDIDATES = 100
+TRIGRAM_THRESHOLD = 0.3  # pg_trgm word similarity that every word within the typo budget reaches
+
+ITEM_TABLE = "memory_memoryitem"
+NAMESPACE_TABLE = "memory_memorynamespace"
+
+
+@dataclass(frozen=True)
+class Filters:
+    namespace: str
+    now: datetime
+    categories: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+
+@dataclass
+class Found:
+    candidates: list[Candidate]
+    df: dict[str, int]
+    total: int
+
+
+@dataclass
+class TolerantRow:
+    candidate: Candidate
+    text: str
+
+
+# A match the backends compile: ("word", (w,)), ("prefix", (w,)) or ("phrase", (w1, w2, ...)).
+Match = tuple[str, tuple[str, ...]]
+
+
+def _term_match(term: Term) -> Match:
+    if term.is_phrase:
+        return ("phrase", term.words)
+    return ("prefix" if term.prefix else "word", term.words)
+
+
+class Backend(Protocol):
+    vendor: str
+
+    def cond(self, match: Match) -> tuple[str, list[Any]]: ...
+
+    def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]: ...
+
+    def tolerant_where(
+        self, query: RecallQuery, word_ids: list[int]
+    ) -> tuple[str, str, list[Any], str, list[Any]]: ...
+
+    def meta_sql(self) -> str: ...
+
+    def rebuild(self, item_ids: list[int] | None) -> int: ...
+
+
+def _filter_sql(filters: Filters, *, vendor: str) -> tuple[str, list[Any]]:
+    clauses = ["i.namespace = %s", "(i.expires_at IS NULL OR i.expires_at > %s)"]
+    params: list[Any] = [filters.namespace, filters.now]
+    if filters.categories:
+        clauses.append(f"i.category IN ({', '.join(['%s'] * len(filters.categories))})")
+        params.extend(filters.categories)
+    find = "strpos" if vendor == "postgresql" else "instr"
+    for tag in filters.tags:
+        clauses.append(f"{find}(i.tag_index, %s) > 0")
+        params.append(f"\x1f{tag}\x1f")
+    return " AND ".join(clauses), params
+
+
+def _and(parts: list[str]) -> str:
+    return "(" + " AND ".join(parts) + ")" if parts else "(1 = 1)"
+
+
+def _or(parts: list[str]) -> str:
+    return "(" + " OR ".join(parts) + ")" if parts else "(1 = 0)"
+
+
+def _negation_sql(backend: Backend, negatives: tuple[Term, ...]) -> tuple[str, list[Any]]:
+    parts, params = [], []
+    for term in negatives:
+        sql, p = backend.cond(_term_match(term))
+        parts.append(sql)
+        params += p
+    return "NOT " + _or(parts), params
+
+
+def _columns(backend: Backend, query: RecallQuery) -> tuple[list[str], list[Any]]:
+    """Boolean columns: e<i> (word i as written), x<i> (as a prefix), p<j> (phrase j), g<k>
+    (alternative k: its phrases present and nothing it excludes)."""
+    columns: list[str] = []
+    params: list[Any] = []
+    for i, word in enumerate(query.words):
+        sql, p = backend.cond(("word", (word.text,)))
+        columns.append(f"{sql} AS e{i}")
+        params += p
+        if word.prefix or word.compound:
+            sql, p = backend.cond(("prefix", (word.text,)))
+            columns.append(f"{sql} AS x{i}")
+            params += p
+    for j, phrase in enumerate(query.phrases):
+        sql, p = backend.cond(("phrase", phrase))
+        columns.append(f"{sql} AS p{j}")
+        params += p
+    for k, group in enumerate(query.groups):
+        parts: list[str] = []
+        for j in group.phrases:
+            sql, p = backend.cond(("phrase", query.phrases[j]))
+            parts.append(sql)
+            params += p
+        if group.negatives:
+            sql, p = _negation_sql(backend, group.negatives)
+            parts.append(sql)
+            params += p
+        columns.append(f"{_and(parts)} AS g{k}")
+    return columns, params
+
+
+def _candidate(query: RecallQuery, row: dict[str, Any]) -> Candidate:
+    words: dict[int, str] = {}
+    for i, word in enumerate(query.words):
+        if row.get(f"e{i}"):
+            words[i] = EXACT
+        elif row.get(f"x{i}"):
+            words[i] = PREFIX if word.prefix else COMPOUND
+    return Candidate(
+        pk=int(row["id"]),
+        length=int(row["len"] or 0),
+        meta=str(row["meta"] or ""),
+        words=words,
+        phrases=frozenset(j for j in range(len(query.phrases)) if row.get(f"p{j}")),
+        groups=tuple(bool(row.get(f"g{k}")) for k in range(len(query.groups))),
+    )
+
+
+def _fetch(sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        names = [c[0] for c in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _word_matched(query: RecallQuery, i: int) -> str:
+    return f"(c.e{i} OR c.x{i})" if (query.words[i].prefix or query.words[i].compound) else f"c.e{i}"
+
+
+def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Found:
+    """Items in scope matching any word or phrase of the query (best-covered first, then newest),
+    with per-word and per-phrase match counts over all of them."""
+    backend = get_backend()
+    where, where_params = _filter_sql(filters, vendor=backend.vendor)
+    matches: list[Match] = [("word", (w.text,)) for w in query.words]
+    matches += [("prefix", (w.text,)) for w in query.words if w.prefix or w.compound]
+    matches += [("phrase", p) for p in query.phrases]
+    source, any_sql, any_params = backend.any_match(matches)
+    columns, column_params = _columns(backend, query)
+    counts = [
+        f"count(*) FILTER (WHERE {_word_matched(query, i)}) OVER () AS dw{i}" for i in range(len(query.words))
+    ]
+    counts += [f"count(*) FILTER (WHERE c.p{j}) OVER () AS dp{j}" for j in range(len(query.phrases))]
+    coverage = " + ".join(
+        [f"CASE WHEN {_word_matched(query, i)} THEN 1 ELSE 0 END" for i in range(len(query.words))]
+        + [f"CASE WHEN c.p{j} THEN 1 ELSE 0 END" for j in range(len(query.phrases))]
+    )
+    groups = _or([f"c.g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
+    sql = (
+        f"SELECT c.*, {', '.join(counts)}, ({coverage}) AS coverage, "  # noqa: S608 - fragments are ours, values bound
+        f"(SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s) AS total "
+        f"FROM (SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, "
+        f"{backend.meta_sql()} AS meta, {', '.join(columns)} "
+        f"FROM {source} WHERE {where} AND {any_sql}) c "
+        f"WHERE {groups} ORDER BY coverage DESC, c.id DESC LIMIT %s"
+    )
+    params = [filters.namespace, *column_params, *where_params, *any_params, limit]
+    rows = _fetch(sql, params)
+    df = {f"w{i}": 0 for i in range(len(query.words))} | {f"p{j}": 0 for j in range(len(query.phrases))}
+    total = 0
+    if rows:
+        first = rows[0]
+        df = {f"w{i}": int(first[f"dw{i}"]) for i in range(len(query.words))} | {
+            f"p{j}": int(first[f"dp{j}"]) for j in range(len(query.phrases))
+        }
+        total = int(first["total"] or 0)
+    else:
+        total = _namespace_total(filters.namespace)
+    return Found([_candidate(query, row) for row in rows], df, total)
+
+
+def _namespace_total(namespace: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s", [namespace])  # noqa: S608
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def find_tolerant(
+    query: RecallQuery, word_ids: list[int], filters: Filters, *, limit: int = TOLERANT_CANDIDATES
+) -> list[TolerantRow]:
+    """Items in scope that share trigrams with the words `word_ids` (typo and type-ahead candidates,
+    most similar first); the caller checks each word of their text."""
+    backend = get_backend()
+    where, where_params = _filter_sql(filters, vendor=backend.vendor)
+    source, trigram_sql, trigram_params, order_sql, order_params = backend.tolerant_where(query, word_ids)
+    columns, column_params = _columns(backend, query)
+    groups = _or([f"g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
+    sql = (
+        f"SELECT * FROM (SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, "  # noqa: S608 - fragments are ours, values bound
+        f"{backend.meta_sql()} AS meta, i.content AS body, {', '.join(columns)}, {order_sql} AS similarity "
+        f"FROM {source} WHERE {where} AND {trigram_sql}) c "
+        f"WHERE {groups} ORDER BY similarity DESC, id DESC LIMIT %s"
+    )
+    params = [*column_params, *order_params, *where_params, *trigram_params, limit]
+    rows = _fetch(sql, params)
+    return [TolerantRow(_candidate(query, row), f"{row['meta']} {row['body']}") for row in rows]
+
+
+def recent(
+    query: RecallQuery, filters: Filters, *, after: tuple[datetime, int] | None, limit: int
+) -> list[int]:
+    """Pks of the most recently updated items in scope (minus what the query excludes), newest
+    first by `(updated_at, id)`, after the keyset position `after`."""
+    backend = get_backend()
+    where, params = _filter_sql(filters, vendor=backend.vendor)
+    sql = f"SELECT i.id FROM {ITEM_TABLE} i WHERE {where}"  # noqa: S608 - fragments are ours, values bound
+    if query.negatives:
+        negation, negation_params = _negation_sql(backend, query.negatives)
+        sql += f" AND {negation}"
+        params += negation_params
+    if after is not None:
+        sql += " AND (i.updated_at < %s OR (i.updated_at = %s AND i.id < %s))"
+        params += [after[0], after[0], after[1]]
+    sql += " ORDER BY i.updated_at DESC, i.id DESC LIMIT %s"
+    params.append(limit)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [int(row[0]) for row in cursor.fetchall()]
+
+
+# --- PostgreSQL ----------------------------------------------------------------------------------
+
+
+def _pg_lexeme(word: str) -> str:
+    # Quoted, so the tsquery parser reads it as text; words hold no quote characters.
+    return f"'{word}'"
+
+
+def _pg_tsquery(match: Match) -> str:
+    kind, words = match
+    if kind == "phrase":
+        return " <-> ".join(_pg_lexeme(w) for w in words)
+    return _pg_lexeme(words[0]) + (":*" if kind == "prefix" else "")
+
+
+def padded_trigrams(word: str) -> list[str]:
+    """The trigrams of a word with a space on each side: a typo leaves at least one of them."""
+    padded = f" {word} "
+    return list(dict.fromkeys(padded[i : i + 3] for i in range(len(padded) - 2)))
+
+
+class PostgresBackend:
+    vendor = "postgresql"
+
+    def cond(self, match: Match) -> tuple[str, list[Any]]:
+        return f"(i.search @@ to_tsquery('{PG_CONFIG}', %s))", [_pg_tsquery(match)]
+
+    def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
+        text = " | ".join(f"({_pg_tsquery(m)})" for m in matches)
+        return f"{ITEM_TABLE} i", f"i.search @@ to_tsquery('{PG_CONFIG}', %s)", [text]
+
+    def meta_sql(self) -> str:
+        return "coalesce(i.title, '') || ' ' || coalesce(i.category, '') || ' ' || replace(i.tag_index, chr(31), ' ')"
+
+    def tolerant_where(
+        self, query: RecallQuery, word_ids: list[int]
+    ) -> tuple[str, str, list[Any], str, list[Any]]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('pg_trgm.word_similarity_threshold', %s, false)", [str(TRIGRAM_THRESHOLD)]
+            )
+        parts: list[str] = []
+        params: list[Any] = []
+        similar: list[str] = []
+        order_params: list[Any] = []
+        for i in word_ids:
+            word = query.words[i]
+            if word.edits:
+                parts.append(f"%s <%% {PG_TRIGRAM_TEXT}")
+                params.append(word.text)
+                similar.append(f"word_similarity(%s, {PG_TRIGRAM_TEXT})")
+                order_params.append(word.text)
+            if word.surface_prefix:
+                parts.append(f"{PG_TRIGRAM_TEXT} ILIKE %s")
+                params.append(f"%{word.text}%")
+        order = f"greatest({', '.join(similar)})" if similar else "0"
+        return f"{ITEM_TABLE} i", _or(parts), params, order, order_params
+
+    def rebuild(self, item_ids: list[int] | None) -> int:
+        # The generated column and the expression index cannot drift from the rows.
+        from memory.models import MemoryItem
+
+        queryset = MemoryItem.objects.all()
+        if item_ids is not None:
+            queryset = queryset.filter(pk__in=item_ids)
+        return queryset.count()
+
+
+# --- SQLite --------------------------------------------------------------------------------------
+
+
+def _fts5_phrase(words: tuple[str, ...]) -> str:
+    # Words are runs of letters/digits only, so a double-quoted string is always literal text.
+    return '"' + " ".join(words) + '"'
+
+
+def _fts5(match: Match) -> str:
+    kind, words = match
+    return _fts5_phrase(words) + ("*" if kind == "prefix" else "")
+
+
+class SqliteBackend:
+    vendor = "sqlite"
+
+    def cond(self, match: Match) -> tuple[str, list[Any]]:
+        return f"(i.id IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s))", [_fts5(match)]  # noqa: S608 - our table, value bound
+
+    def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
+        source = f"{FTS_TABLE} JOIN {ITEM_TABLE} i ON i.id = {FTS_TABLE}.rowid"
+        return source, f"{FTS_TABLE} MATCH %s", [" OR ".join(_fts5(m) for m in matches)]
+
+    def meta_sql(self) -> str:
+        return "coalesce(i.title, '') || ' ' || coalesce(i.category, '') || ' ' || replace(i.tag_index, char(31), ' ')"
+
+    def tolerant_where(
+        self, query: RecallQuery, word_ids: list[int]
+    ) -> tuple[str, str, list[Any], str, list[Any]]:
+        pieces: list[str] = []
+        for i in word_ids:
+            word = query.words[i]
+            if word.edits:
+                pieces += padded_trigrams(word.text)
+            if word.surface_prefix:
+                pieces.append(word.text)
+        expression = " OR ".join(f'"{p}"' for p in dict.fromkeys(pieces))
+        source = f"{TRIGRAM_TABLE} JOIN {ITEM_TABLE} i ON i.id = {TRIGRAM_TABLE}.rowid"
+        return source, f"{TRIGRAM_TABLE} MATCH %s", [expression], f"-bm25({TRIGRAM_TABLE})", []
+
+    def rebuild(self, item_ids: list[int] | None) -> int:
+        from memory.models import MemoryItem
+
+        queryset = MemoryItem.objects.all()
+        if item_ids is not None:
+            queryset = queryset.filter(pk__in=item_ids)
+        fts_select = (
+            "SELECT id, coalesce(title, ''), replace(tag_index, char(31), ' '), coalesce(category, ''), content "  # noqa: S608 - our table
+            f"FROM {ITEM_TABLE}"
+        )
+        fts_insert = f"INSERT INTO {FTS_TABLE}(rowid, title, tags, category, content) "
+        trigram_select = f"SELECT i.id, {sqlite_trigram_text('i')} FROM {ITEM_TABLE} i"  # noqa: S608
+        trigram_insert = f"INSERT INTO {TRIGRAM_TABLE}(rowid, text) "
+        with connection.cursor() as cursor:
+            if item_ids is None:
+                cursor.execute(f"DELETE FROM {FTS_TABLE}")  # noqa: S608 - our table names
+                cursor.execute(fts_insert + fts_select)
+                cursor.execute(f"DELETE FROM {TRIGRAM_TABLE}")  # noqa: S608
+                cursor.execute(trigram_insert + trigram_select)
+                return queryset.count()
+            pks = list(queryset.values_list("pk", flat=True))
+            for start in range(0, len(pks), 500):
+                chunk = pks[start : start + 500]
+                marks = ", ".join(["%s"] * len(chunk))
+                cursor.execute(f"DELETE FROM {FTS_TABLE} WHERE rowid IN ({marks})", chunk)  # noqa: S608
+                cursor.execute(f"{fts_insert}{fts_select} WHERE id IN ({marks})", chunk)
+                cursor.execute(f"DELETE FROM {TRIGRAM_TABLE} WHERE rowid IN ({marks})", chunk)  # noqa: S608
+                cursor.execute(f"{trigram_insert}{trigram_select} WHERE i.id IN ({marks})", chunk)
+        return len(pks)
+
+
+_BY_VENDOR: dict[str, type[Backend]] = {"postgresql": PostgresBackend, "sqlite": SqliteBackend}
+
+
+def get_backend() -> Backend:
+    """The default database's backend."""
+    return _BY_VENDOR[connection.vendor]()
+
+
+def fts_rebuild(*, item_ids: list[int] | None = None) -> int:
+    """Re-project items into the full-text tables (all items, or those pks); returns how many."""
+    return get_backend().rebuild(item_ids)
