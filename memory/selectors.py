@@ -286,9 +286,7 @@ def memory_recall(
         item = by_pk.get(hit.pk)
         if item is None:
             continue
-        words = (
-            highlights(recall_query, hit, [item.title or "", item.content, *item.tags]) if hit.kinds else []
-        )
+        words = highlights(recall_query, hit, [item.title or "", item.content, *item.tags])
         items.append(
             recall_view(item, score=hit.score, matched=list(hit.matched), match=hit.match, highlight=words)
         )

@@ -261,7 +261,8 @@ def recent(
         params += negation_params
     if after is not None:
         sql += " AND (i.updated_at < %s OR (i.updated_at = %s AND i.id < %s))"
-        params += [after[0], after[0], after[1]]
+        at = connection.ops.adapt_datetimefield_value(after[0])
+        params += [at, at, after[1]]
     sql += " ORDER BY i.updated_at DESC, i.id DESC LIMIT %s"
     params.append(limit)
     with connection.cursor() as cursor:
