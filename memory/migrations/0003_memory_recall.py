@@ -2,8 +2,8 @@
 index behind "most recently updated" answers.
 
 PostgreSQL: the `memory_porter` text search configuration (Snowball's Porter stemmer, the one
-SQLite's FTS5 uses, with English stop words), the `search` column regenerated with it (punctuation read
-as spaces, as SQLite's tokenizer reads it), and a `pg_trgm` GIN index over (namespace, item text)
+SQLite's FTS5 uses, keeping every word as SQLite does), the `search` column regenerated with it
+(punctuation read as spaces, as SQLite's tokenizer reads it), and a `pg_trgm` GIN index over (namespace, item text)
 through `btree_gin`. SQLite: an FTS5 table with the trigram tokenizer, kept by triggers.
 """
 
@@ -33,7 +33,8 @@ def _pg_search(config):
 PG_FORWARD = [
     "CREATE EXTENSION IF NOT EXISTS pg_trgm",
     "CREATE EXTENSION IF NOT EXISTS btree_gin",
-    "CREATE TEXT SEARCH DICTIONARY memory_porter_stem (TEMPLATE = snowball, Language = porter, StopWords = english)",
+    # No stop-word list: SQLite indexes every word, so both indexes hold the same words.
+    "CREATE TEXT SEARCH DICTIONARY memory_porter_stem (TEMPLATE = snowball, Language = porter)",
     "CREATE TEXT SEARCH CONFIGURATION memory_porter (COPY = english)",
     "ALTER TEXT SEARCH CONFIGURATION memory_porter ALTER MAPPING REPLACE english_stem WITH memory_porter_stem",
     "DROP INDEX IF EXISTS memory_item_search_gin",

@@ -19,6 +19,7 @@ from memory.search.scoring import (
     Hit,
     highlights,
     rank,
+    token_matches,
     tokens_of,
     within_edits,
 )
@@ -55,7 +56,8 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
     missing = [i for i, w in enumerate(query.words) if df[f"w{i}"] == 0 and (w.edits or w.surface_prefix)]
     if missing:
         for row in find_tolerant(query, missing, filters):
-            tokens = tokens_of(row.text)
+            content = tokens_of(row.text)
+            tokens = content | tokens_of(row.candidate.title) | tokens_of(row.candidate.labels)
             kinds: dict[int, str] = {}
             for i in missing:
                 word = query.words[i]
@@ -71,4 +73,7 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
             if known is None:
                 known = candidates[row.candidate.pk] = row.candidate
             known.words.update(kinds)
+            known.in_content |= {
+                i for i, kind in kinds.items() if any(token_matches(query.words[i], t, kind) for t in content)
+            }
     return rank(query, list(candidates.values()), df=df, total=found.total)

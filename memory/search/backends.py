@@ -12,7 +12,7 @@ answers the same three questions, and `memory.search.scoring` ranks the answers 
 - `recent`: the most recently updated items, for a query without searchable words.
 
 PostgreSQL: a stored generated `tsvector` (`search`, text search configuration `memory_porter`:
-Porter stems and English stop words, punctuation read as spaces) with a GIN index, and a `pg_trgm`
+Porter stems of every word, punctuation read as spaces) with a GIN index, and a `pg_trgm`
 GIN index over `(namespace, item text)`. SQLite: FTS5 tables `memory_item_fts` (porter + unicode61)
 and `memory_item_trigram` (trigram tokenizer), kept by triggers in the writing transaction. Query
 words are runs of letters and digits, quoted for each syntax, and always bound as parameters.
@@ -75,15 +75,13 @@ def _term_match(term: Term) -> Match:
 class Backend(Protocol):
     vendor: str
 
-    def cond(self, match: Match) -> tuple[str, list[Any]]: ...
+    def cond(self, match: Match, *, content_only: bool = False) -> tuple[str, list[Any]]: ...
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]: ...
 
     def tolerant_where(
         self, query: RecallQuery, word_ids: list[int]
     ) -> tuple[str, str, list[Any], str, list[Any]]: ...
-
-    def meta_sql(self) -> str: ...
 
     def rebuild(self, item_ids: list[int] | None) -> int: ...
 
@@ -127,10 +125,14 @@ def _columns(backend: Backend, query: RecallQuery) -> tuple[list[str], list[Any]
         sql, p = backend.cond(("word", (word.text,)))
         columns.append(f"{sql} AS e{i}")
         params += p
-        if word.prefix or word.compound:
+        tolerant = word.prefix or word.compound
+        if tolerant:
             sql, p = backend.cond(("prefix", (word.text,)))
             columns.append(f"{sql} AS x{i}")
             params += p
+        sql, p = backend.cond(("prefix" if tolerant else "word", (word.text,)), content_only=True)
+        columns.append(f"{sql} AS c{i}")
+        params += p
     for j, phrase in enumerate(query.phrases):
         sql, p = backend.cond(("phrase", phrase))
         columns.append(f"{sql} AS p{j}")
@@ -159,8 +161,10 @@ def _candidate(query: RecallQuery, row: dict[str, Any]) -> Candidate:
     return Candidate(
         pk=int(row["id"]),
         length=int(row["len"] or 0),
-        meta=str(row["meta"] or ""),
+        title=str(row["title"] or ""),
+        labels=f"{row['category'] or ''} {row['tag_index'] or ''}",
         words=words,
+        in_content={i for i in words if row.get(f"c{i}")},
         phrases=frozenset(j for j in range(len(query.phrases)) if row.get(f"p{j}")),
         groups=tuple(bool(row.get(f"g{k}")) for k in range(len(query.groups))),
     )
@@ -200,7 +204,7 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
         f"SELECT c.*, {', '.join(counts)}, ({coverage}) AS coverage, "  # noqa: S608 - fragments are ours, values bound
         f"(SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s) AS total "
         f"FROM (SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, "
-        f"{backend.meta_sql()} AS meta, {', '.join(columns)} "
+        f"i.title AS title, i.category AS category, i.tag_index AS tag_index, {', '.join(columns)} "
         f"FROM {source} WHERE {where} AND {any_sql}) c "
         f"WHERE {groups} ORDER BY coverage DESC, c.id DESC LIMIT %s"
     )
@@ -238,13 +242,14 @@ def find_tolerant(
     groups = _or([f"g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
     sql = (
         f"SELECT * FROM (SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, "  # noqa: S608 - fragments are ours, values bound
-        f"{backend.meta_sql()} AS meta, i.content AS body, {', '.join(columns)}, {order_sql} AS similarity "
+        f"i.title AS title, i.category AS category, i.tag_index AS tag_index, i.content AS body, "
+        f"{', '.join(columns)}, {order_sql} AS similarity "
         f"FROM {source} WHERE {where} AND {trigram_sql}) c "
         f"WHERE {groups} ORDER BY similarity DESC, id DESC LIMIT %s"
     )
     params = [*column_params, *order_params, *where_params, *trigram_params, limit]
     rows = _fetch(sql, params)
-    return [TolerantRow(_candidate(query, row), f"{row['meta']} {row['body']}") for row in rows]
+    return [TolerantRow(_candidate(query, row), str(row["body"])) for row in rows]
 
 
 def recent(
@@ -294,15 +299,15 @@ def padded_trigrams(word: str) -> list[str]:
 class PostgresBackend:
     vendor = "postgresql"
 
-    def cond(self, match: Match) -> tuple[str, list[Any]]:
-        return f"(i.search @@ to_tsquery('{PG_CONFIG}', %s))", [_pg_tsquery(match)]
+    def cond(self, match: Match, *, content_only: bool = False) -> tuple[str, list[Any]]:
+        text = _pg_tsquery(match)
+        if content_only:  # the content has weight C
+            text = text + "C" if text.endswith(":*") else text + ":C"
+        return f"(i.search @@ to_tsquery('{PG_CONFIG}', %s))", [text]
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
         text = " | ".join(f"({_pg_tsquery(m)})" for m in matches)
         return f"{ITEM_TABLE} i", f"i.search @@ to_tsquery('{PG_CONFIG}', %s)", [text]
-
-    def meta_sql(self) -> str:
-        return "coalesce(i.title, '') || ' ' || coalesce(i.category, '') || ' ' || replace(i.tag_index, chr(31), ' ')"
 
     def tolerant_where(
         self, query: RecallQuery, word_ids: list[int]
@@ -354,15 +359,13 @@ def _fts5(match: Match) -> str:
 class SqliteBackend:
     vendor = "sqlite"
 
-    def cond(self, match: Match) -> tuple[str, list[Any]]:
-        return f"(i.id IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s))", [_fts5(match)]  # noqa: S608 - our table, value bound
+    def cond(self, match: Match, *, content_only: bool = False) -> tuple[str, list[Any]]:
+        text = ("content : " if content_only else "") + _fts5(match)
+        return f"(i.id IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s))", [text]  # noqa: S608 - our table, value bound
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
         source = f"{FTS_TABLE} JOIN {ITEM_TABLE} i ON i.id = {FTS_TABLE}.rowid"
         return source, f"{FTS_TABLE} MATCH %s", [" OR ".join(_fts5(m) for m in matches)]
-
-    def meta_sql(self) -> str:
-        return "coalesce(i.title, '') || ' ' || coalesce(i.category, '') || ' ' || replace(i.tag_index, char(31), ' ')"
 
     def tolerant_where(
         self, query: RecallQuery, word_ids: list[int]

@@ -1,11 +1,11 @@
 """One ranking for both databases: the databases find candidates, this module orders them.
 
 Each candidate arrives with how every query word matched it (as written, as a prefix, as a compound
-part or through a typo) and the number of items in scope that match each word. The score is Okapi
-BM25 with term frequency taken as one (a memory item is a short fact, so repeating a word says
-little), field-weighted (a word in the title, tags or category counts more than one in the content),
-length-normalized by characters and scaled by how the word matched. Items that match every word of an
-alternative form the first tier, so they always come first; ties go to the newer item (higher id).
+part or through a typo) and the number of items in scope that match each word. The score is BM25F:
+a word's frequency is the weighted count of the fields it appears in (title, tags or category,
+content), saturated and length-normalized by characters as in Okapi BM25, times the word's IDF in
+the namespace and a factor for how it matched. Items that match every word of an alternative form
+the first tier, so they always come first; ties go to the newer item (higher id).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ TYPO = "typo"
 KIND_WEIGHT = {EXACT: 1.0, PREFIX: 0.9, COMPOUND: 0.7, TYPO: 0.6}
 TOLERANCES = frozenset({COMPOUND, TYPO})
 
-META_BOOST = 1.5  # a word in the title, tags or category
+FIELD_WEIGHT = {"title": 2.0, "labels": 1.5, "content": 1.0}  # labels: tags and category
 K1 = 1.2
 B = 0.5
 AVG_CHARS = 160.0
@@ -41,8 +41,10 @@ class Candidate:
 
     pk: int
     length: int
-    meta: str
+    title: str
+    labels: str
     words: dict[int, str]
+    in_content: set[int]
     phrases: frozenset[int]
     groups: tuple[bool, ...]
 
@@ -65,8 +67,8 @@ def idf(total: int, df: int) -> float:
     return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
 
 
-def _length_norm(length: int) -> float:
-    return (K1 + 1.0) / (1.0 + K1 * (1.0 - B + B * length / AVG_CHARS))
+def _saturate(frequency: float, length: int) -> float:
+    return frequency * (K1 + 1.0) / (frequency + K1 * (1.0 - B + B * length / AVG_CHARS))
 
 
 @lru_cache(maxsize=65536)
@@ -132,15 +134,19 @@ def rank(query: RecallQuery, candidates: list[Candidate], *, df: dict[str, int],
             any(w in cand.words for w in g.words) or set(g.phrases) & cand.phrases for g in open_groups
         ):
             continue
-        norm = _length_norm(cand.length)
-        meta_tokens = tokens_of(cand.meta) if cand.words else set()
+        title = tokens_of(cand.title)
+        labels = tokens_of(cand.labels)
         score = 0.0
         for index, kind in cand.words.items():
             word = query.words[index]
-            boost = META_BOOST if word_kind_in(word, meta_tokens) else 1.0
-            score += weights.get(f"w{index}", 0.0) * KIND_WEIGHT[kind] * boost * norm
+            frequency = FIELD_WEIGHT["title"] * any(token_matches(word, t, kind) for t in title)
+            frequency += FIELD_WEIGHT["labels"] * any(token_matches(word, t, kind) for t in labels)
+            if index in cand.in_content or not frequency:
+                frequency += FIELD_WEIGHT["content"]
+            idf_w = weights.get(f"w{index}", 0.0)
+            score += idf_w * KIND_WEIGHT[kind] * _saturate(frequency, cand.length)
         for index in cand.phrases:
-            score += weights.get(f"p{index}", 0.0) * norm
+            score += weights.get(f"p{index}", 0.0) * _saturate(FIELD_WEIGHT["content"], cand.length)
         complete = any(
             all(w in cand.words for w in g.words) and set(g.phrases) <= cand.phrases for g in open_groups
         )
