@@ -56,8 +56,12 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
     missing = [i for i, w in enumerate(query.words) if df[f"w{i}"] == 0 and (w.edits or w.surface_prefix)]
     if missing:
         for row in find_tolerant(query, missing, filters):
-            content = tokens_of(row.text)
-            tokens = content | tokens_of(row.candidate.title) | tokens_of(row.candidate.labels)
+            texts = {
+                "title": tokens_of(row.title),
+                "labels": tokens_of(row.labels),
+                "content": tokens_of(row.content),
+            }
+            tokens = set().union(*texts.values())
             kinds: dict[int, str] = {}
             for i in missing:
                 word = query.words[i]
@@ -67,13 +71,14 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
                     kinds[i] = TYPO
             if not kinds:
                 continue
-            for i in kinds:
-                df[f"w{i}"] += 1
             known = candidates.get(row.candidate.pk)
             if known is None:
                 known = candidates[row.candidate.pk] = row.candidate
-            known.words.update(kinds)
-            known.in_content |= {
-                i for i, kind in kinds.items() if any(token_matches(query.words[i], t, kind) for t in content)
-            }
+            for i, kind in kinds.items():
+                df[f"w{i}"] += 1
+                known.words[i] = kind
+                word = query.words[i]
+                known.fields[i] = {
+                    name for name, found in texts.items() if any(token_matches(word, t, kind) for t in found)
+                }
     return rank(query, list(candidates.values()), df=df, total=found.total)

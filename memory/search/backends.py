@@ -29,6 +29,7 @@ from django.db import connection
 from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
 from memory.search.query import RecallQuery, Term
 from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate
+from opencompany.core.db import hot_fetchall
 
 FTS_TABLE = "memory_item_fts"
 TRIGRAM_TABLE = "memory_item_trigram"
@@ -59,7 +60,9 @@ class Found:
 @dataclass
 class TolerantRow:
     candidate: Candidate
-    text: str
+    title: str
+    labels: str
+    content: str
 
 
 # A match the backends compile: ("word", (w,)), ("prefix", (w,)) or ("phrase", (w1, w2, ...)).
@@ -75,7 +78,9 @@ def _term_match(term: Term) -> Match:
 class Backend(Protocol):
     vendor: str
 
-    def cond(self, match: Match, *, content_only: bool = False) -> tuple[str, list[Any]]: ...
+    def cond(self, match: Match, *, field: str | None = None) -> tuple[str, list[Any]]: ...
+
+    def fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]: ...
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]: ...
 
@@ -116,65 +121,76 @@ def _negation_sql(backend: Backend, negatives: tuple[Term, ...]) -> tuple[str, l
     return "NOT " + _or(parts), params
 
 
-def _columns(backend: Backend, query: RecallQuery) -> tuple[list[str], list[Any]]:
-    """Boolean columns: e<i> (word i as written), x<i> (as a prefix), p<j> (phrase j), g<k>
-    (alternative k: its phrases present and nothing it excludes)."""
-    columns: list[str] = []
+def _match_columns(backend: Backend, query: RecallQuery) -> tuple[list[tuple[str, str]], list[Any]]:
+    """`(alias, boolean SQL)` for every item that matches: e<i> (word i as written), x<i> (as a
+    prefix), p<j> (phrase j), g<k> (alternative k: its phrases present and nothing it excludes)."""
+    columns: list[tuple[str, str]] = []
     params: list[Any] = []
+
+    def add(alias: str, sql_params: tuple[str, list[Any]]) -> None:
+        columns.append((alias, sql_params[0]))
+        params.extend(sql_params[1])
+
     for i, word in enumerate(query.words):
-        sql, p = backend.cond(("word", (word.text,)))
-        columns.append(f"{sql} AS e{i}")
-        params += p
-        tolerant = word.prefix or word.compound
-        if tolerant:
-            sql, p = backend.cond(("prefix", (word.text,)))
-            columns.append(f"{sql} AS x{i}")
-            params += p
-        sql, p = backend.cond(("prefix" if tolerant else "word", (word.text,)), content_only=True)
-        columns.append(f"{sql} AS c{i}")
-        params += p
+        add(f"e{i}", backend.cond(("word", (word.text,))))
+        if word.prefix or word.compound:
+            add(f"x{i}", backend.cond(("prefix", (word.text,))))
     for j, phrase in enumerate(query.phrases):
-        sql, p = backend.cond(("phrase", phrase))
-        columns.append(f"{sql} AS p{j}")
-        params += p
+        add(f"p{j}", backend.cond(("phrase", phrase)))
     for k, group in enumerate(query.groups):
         parts: list[str] = []
+        group_params: list[Any] = []
         for j in group.phrases:
             sql, p = backend.cond(("phrase", query.phrases[j]))
             parts.append(sql)
-            params += p
+            group_params += p
         if group.negatives:
             sql, p = _negation_sql(backend, group.negatives)
             parts.append(sql)
+            group_params += p
+        add(f"g{k}", (_and(parts), group_params))
+    return columns, params
+
+
+FIELDS = ("title", "labels", "content")
+
+
+def _field_columns(backend: Backend, query: RecallQuery) -> tuple[list[tuple[str, str]], list[Any]]:
+    """`(alias, boolean SQL)` for the fields each word is found in: <field><i> (title, labels: tags
+    and category, content); computed only for the candidates kept."""
+    columns: list[tuple[str, str]] = []
+    params: list[Any] = []
+    for i, word in enumerate(query.words):
+        kind = "prefix" if (word.prefix or word.compound) else "word"
+        for name in FIELDS:
+            sql, p = backend.cond((kind, (word.text,)), field=name)
+            columns.append((f"{name}{i}", sql))
             params += p
-        columns.append(f"{_and(parts)} AS g{k}")
     return columns, params
 
 
 def _candidate(query: RecallQuery, row: dict[str, Any]) -> Candidate:
     words: dict[int, str] = {}
+    fields: dict[int, set[str]] = {}
     for i, word in enumerate(query.words):
         if row.get(f"e{i}"):
             words[i] = EXACT
         elif row.get(f"x{i}"):
             words[i] = PREFIX if word.prefix else COMPOUND
+        if i in words:
+            fields[i] = {name for name in FIELDS if row.get(f"{name}{i}")}
     return Candidate(
         pk=int(row["id"]),
         length=int(row["len"] or 0),
-        title=str(row["title"] or ""),
-        labels=f"{row['category'] or ''} {row['tag_index'] or ''}",
         words=words,
-        in_content={i for i in words if row.get(f"c{i}")},
+        fields=fields,
         phrases=frozenset(j for j in range(len(query.phrases)) if row.get(f"p{j}")),
         groups=tuple(bool(row.get(f"g{k}")) for k in range(len(query.groups))),
     )
 
 
-def _fetch(sql: str, params: list[Any]) -> list[dict[str, Any]]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        names = [c[0] for c in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+def _select(columns: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{sql} AS {alias}" for alias, sql in columns)
 
 
 def _word_matched(query: RecallQuery, i: int) -> str:
@@ -190,37 +206,38 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
     matches += [("prefix", (w.text,)) for w in query.words if w.prefix or w.compound]
     matches += [("phrase", p) for p in query.phrases]
     source, any_sql, any_params = backend.any_match(matches)
-    columns, column_params = _columns(backend, query)
+    columns, column_params = _match_columns(backend, query)
+    fields, field_params = _field_columns(backend, query)
     counts = [
-        f"count(*) FILTER (WHERE {_word_matched(query, i)}) OVER () AS dw{i}" for i in range(len(query.words))
+        (f"dw{i}", f"count(*) FILTER (WHERE {_word_matched(query, i)}) OVER ()")
+        for i in range(len(query.words))
     ]
-    counts += [f"count(*) FILTER (WHERE c.p{j}) OVER () AS dp{j}" for j in range(len(query.phrases))]
+    counts += [(f"dp{j}", f"count(*) FILTER (WHERE c.p{j}) OVER ()") for j in range(len(query.phrases))]
     coverage = " + ".join(
         [f"CASE WHEN {_word_matched(query, i)} THEN 1 ELSE 0 END" for i in range(len(query.words))]
         + [f"CASE WHEN c.p{j} THEN 1 ELSE 0 END" for j in range(len(query.phrases))]
     )
     groups = _or([f"c.g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
+    kept = ["id", "len", *(alias for alias, _ in columns), *(alias for alias, _ in counts), "total"]
+    names = [*kept, *(alias for alias, _ in fields)]
+    # The fields each word is found in are read only for the candidates kept (joined back by id).
     sql = (
-        f"SELECT c.*, {', '.join(counts)}, ({coverage}) AS coverage, "  # noqa: S608 - fragments are ours, values bound
+        f"SELECT {', '.join([*(f'm.{name}' for name in kept), *([_select(fields)] if fields else [])])} FROM ("  # noqa: S608 - fragments are ours, values bound
+        f"SELECT c.*, {_select(counts)}, ({coverage}) AS coverage, "
         f"(SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s) AS total "
-        f"FROM (SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, "
-        f"i.title AS title, i.category AS category, i.tag_index AS tag_index, {', '.join(columns)} "
+        f"FROM (SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, {_select(columns)} "
         f"FROM {source} WHERE {where} AND {any_sql}) c "
         f"WHERE {groups} ORDER BY coverage DESC, c.id DESC LIMIT %s"
+        f") m JOIN {ITEM_TABLE} i ON i.id = m.id"
     )
-    params = [filters.namespace, *column_params, *where_params, *any_params, limit]
-    rows = _fetch(sql, params)
+    params = [*field_params, filters.namespace, *column_params, *where_params, *any_params, limit]
+    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(sql, params)]
     df = {f"w{i}": 0 for i in range(len(query.words))} | {f"p{j}": 0 for j in range(len(query.phrases))}
-    total = 0
-    if rows:
-        first = rows[0]
-        df = {f"w{i}": int(first[f"dw{i}"]) for i in range(len(query.words))} | {
-            f"p{j}": int(first[f"dp{j}"]) for j in range(len(query.phrases))
-        }
-        total = int(first["total"] or 0)
-    else:
-        total = _namespace_total(filters.namespace)
-    return Found([_candidate(query, row) for row in rows], df, total)
+    if not rows:
+        return Found([], df, _namespace_total(filters.namespace))
+    first = rows[0]
+    df = {key: int(first[f"d{key}"]) for key in df}
+    return Found([_candidate(query, row) for row in rows], df, int(first["total"] or 0))
 
 
 def _namespace_total(namespace: str) -> int:
@@ -234,22 +251,41 @@ def find_tolerant(
     query: RecallQuery, word_ids: list[int], filters: Filters, *, limit: int = TOLERANT_CANDIDATES
 ) -> list[TolerantRow]:
     """Items in scope that share trigrams with the words `word_ids` (typo and type-ahead candidates,
-    most similar first); the caller checks each word of their text."""
+    most similar first), with their text: the caller checks each word of it."""
     backend = get_backend()
     where, where_params = _filter_sql(filters, vendor=backend.vendor)
     source, trigram_sql, trigram_params, order_sql, order_params = backend.tolerant_where(query, word_ids)
-    columns, column_params = _columns(backend, query)
+    columns, column_params = _match_columns(backend, query)
     groups = _or([f"g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
+    names = [
+        "id",
+        "len",
+        "title",
+        "category",
+        "tag_index",
+        "body",
+        *(alias for alias, _ in columns),
+        "similarity",
+    ]
     sql = (
-        f"SELECT * FROM (SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, "  # noqa: S608 - fragments are ours, values bound
+        f"SELECT {', '.join(names)} FROM (SELECT i.id AS id, "  # noqa: S608 - fragments are ours, values bound
+        "length(i.content) + length(coalesce(i.title, '')) AS len, "
         f"i.title AS title, i.category AS category, i.tag_index AS tag_index, i.content AS body, "
-        f"{', '.join(columns)}, {order_sql} AS similarity "
+        f"{_select(columns)}, {order_sql} AS similarity "
         f"FROM {source} WHERE {where} AND {trigram_sql}) c "
         f"WHERE {groups} ORDER BY similarity DESC, id DESC LIMIT %s"
     )
     params = [*column_params, *order_params, *where_params, *trigram_params, limit]
-    rows = _fetch(sql, params)
-    return [TolerantRow(_candidate(query, row), str(row["body"])) for row in rows]
+    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(sql, params)]
+    return [
+        TolerantRow(
+            _candidate(query, row),
+            title=str(row["title"] or ""),
+            labels=f"{row['category'] or ''} {row['tag_index'] or ''}",
+            content=str(row["body"]),
+        )
+        for row in rows
+    ]
 
 
 def recent(
@@ -278,6 +314,9 @@ def recent(
 # --- PostgreSQL ----------------------------------------------------------------------------------
 
 
+_PG_WEIGHTS = {"title": "A", "labels": "B", "content": "C"}
+
+
 def _pg_lexeme(word: str) -> str:
     # Quoted, so the tsquery parser reads it as text; words hold no quote characters.
     return f"'{word}'"
@@ -299,11 +338,16 @@ def padded_trigrams(word: str) -> list[str]:
 class PostgresBackend:
     vendor = "postgresql"
 
-    def cond(self, match: Match, *, content_only: bool = False) -> tuple[str, list[Any]]:
+    def cond(self, match: Match, *, field: str | None = None) -> tuple[str, list[Any]]:
         text = _pg_tsquery(match)
-        if content_only:  # the content has weight C
-            text = text + "C" if text.endswith(":*") else text + ":C"
+        if field is not None:  # `search` weighs the title A, tags and category B, the content C
+            weight = _PG_WEIGHTS[field]
+            text = text + weight if text.endswith(":*") else f"{text}:{weight}"
         return f"(i.search @@ to_tsquery('{PG_CONFIG}', %s))", [text]
+
+    def fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        # Prepared on the connection: these statements repeat with every recall.
+        return hot_fetchall(sql, params)
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
         text = " | ".join(f"({_pg_tsquery(m)})" for m in matches)
@@ -327,7 +371,7 @@ class PostgresBackend:
                 params.append(word.text)
                 similar.append(f"word_similarity(%s, {PG_TRIGRAM_TEXT})")
                 order_params.append(word.text)
-            if word.surface_prefix:
+            elif word.surface_prefix:  # a word of five letters or more begins words it is similar to
                 parts.append(f"{PG_TRIGRAM_TEXT} ILIKE %s")
                 params.append(f"%{word.text}%")
         order = f"greatest({', '.join(similar)})" if similar else "0"
@@ -346,6 +390,9 @@ class PostgresBackend:
 # --- SQLite --------------------------------------------------------------------------------------
 
 
+_FTS5_COLUMNS = {"title": "title : ", "labels": "{tags category} : ", "content": "content : "}
+
+
 def _fts5_phrase(words: tuple[str, ...]) -> str:
     # Words are runs of letters/digits only, so a double-quoted string is always literal text.
     return '"' + " ".join(words) + '"'
@@ -359,9 +406,14 @@ def _fts5(match: Match) -> str:
 class SqliteBackend:
     vendor = "sqlite"
 
-    def cond(self, match: Match, *, content_only: bool = False) -> tuple[str, list[Any]]:
-        text = ("content : " if content_only else "") + _fts5(match)
+    def cond(self, match: Match, *, field: str | None = None) -> tuple[str, list[Any]]:
+        text = (_FTS5_COLUMNS[field] if field is not None else "") + _fts5(match)
         return f"(i.id IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s))", [text]  # noqa: S608 - our table, value bound
+
+    def fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
         source = f"{FTS_TABLE} JOIN {ITEM_TABLE} i ON i.id = {FTS_TABLE}.rowid"

@@ -41,10 +41,8 @@ class Candidate:
 
     pk: int
     length: int
-    title: str
-    labels: str
     words: dict[int, str]
-    in_content: set[int]
+    fields: dict[int, set[str]]  # word → the fields it is found in (title, labels, content)
     phrases: frozenset[int]
     groups: tuple[bool, ...]
 
@@ -134,15 +132,10 @@ def rank(query: RecallQuery, candidates: list[Candidate], *, df: dict[str, int],
             any(w in cand.words for w in g.words) or set(g.phrases) & cand.phrases for g in open_groups
         ):
             continue
-        title = tokens_of(cand.title)
-        labels = tokens_of(cand.labels)
         score = 0.0
         for index, kind in cand.words.items():
-            word = query.words[index]
-            frequency = FIELD_WEIGHT["title"] * any(token_matches(word, t, kind) for t in title)
-            frequency += FIELD_WEIGHT["labels"] * any(token_matches(word, t, kind) for t in labels)
-            if index in cand.in_content or not frequency:
-                frequency += FIELD_WEIGHT["content"]
+            found_in = cand.fields.get(index) or {"content"}
+            frequency = sum(FIELD_WEIGHT[name] for name in found_in)
             idf_w = weights.get(f"w{index}", 0.0)
             score += idf_w * KIND_WEIGHT[kind] * _saturate(frequency, cand.length)
         for index in cand.phrases:
