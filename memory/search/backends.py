@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from django.db import connection
 
 from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
-from memory.search.query import RecallQuery, Term
+from memory.search.query import RecallQuery, Term, one_edit_variants
 from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate
 from opencompany.core.db import hot_fetchall
 
@@ -84,9 +84,11 @@ class Backend(Protocol):
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]: ...
 
-    def tolerant_where(
-        self, query: RecallQuery, word_ids: list[int]
-    ) -> tuple[str, str, list[Any], str, list[Any]]: ...
+    def any_word(self, words: list[str]) -> tuple[str, list[Any]]: ...
+
+    def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]: ...
+
+    def contains(self, text: str) -> tuple[str, list[Any]]: ...
 
     def rebuild(self, item_ids: list[int] | None) -> int: ...
 
@@ -250,32 +252,37 @@ def _namespace_total(namespace: str) -> int:
 def find_tolerant(
     query: RecallQuery, word_ids: list[int], filters: Filters, *, limit: int = TOLERANT_CANDIDATES
 ) -> list[TolerantRow]:
-    """Items in scope that share trigrams with the words `word_ids` (typo and type-ahead candidates,
-    most similar first), with their text: the caller checks each word of it."""
+    """Items in scope that may hold a typo of the words `word_ids` or a word they begin (newest first),
+    with their text: the caller checks each word of it. A word of five to eight letters looks up its
+    one-edit variants in the full-text index; a longer one (two typos) and the start of a word use
+    the trigram index."""
     backend = get_backend()
     where, where_params = _filter_sql(filters, vendor=backend.vendor)
-    source, trigram_sql, trigram_params, order_sql, order_params = backend.tolerant_where(query, word_ids)
+    parts: list[str] = []
+    tolerant_params: list[Any] = []
+    for i in word_ids:
+        word = query.words[i]
+        conditions = []
+        if word.edits == 1:
+            conditions.append(backend.any_word(one_edit_variants(word.text)))
+        elif word.edits > 1:
+            conditions.append(backend.similar(word.text, filters.namespace))
+        if word.surface_prefix:
+            conditions.append(backend.contains(word.text))
+        for sql, p in conditions:
+            parts.append(sql)
+            tolerant_params += p
     columns, column_params = _match_columns(backend, query)
     groups = _or([f"g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
-    names = [
-        "id",
-        "len",
-        "title",
-        "category",
-        "tag_index",
-        "body",
-        *(alias for alias, _ in columns),
-        "similarity",
-    ]
+    names = ["id", "len", "title", "category", "tag_index", "body", *(alias for alias, _ in columns)]
     sql = (
         f"SELECT {', '.join(names)} FROM (SELECT i.id AS id, "  # noqa: S608 - fragments are ours, values bound
         "length(i.content) + length(coalesce(i.title, '')) AS len, "
         f"i.title AS title, i.category AS category, i.tag_index AS tag_index, i.content AS body, "
-        f"{_select(columns)}, {order_sql} AS similarity "
-        f"FROM {source} WHERE {where} AND {trigram_sql}) c "
-        f"WHERE {groups} ORDER BY similarity DESC, id DESC LIMIT %s"
+        f"{_select(columns)} FROM {ITEM_TABLE} i WHERE {where} AND {_or(parts)}) c "
+        f"WHERE {groups} ORDER BY id DESC LIMIT %s"
     )
-    params = [*column_params, *order_params, *where_params, *trigram_params, limit]
+    params = [*column_params, *where_params, *tolerant_params, limit]
     rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(sql, params)]
     return [
         TolerantRow(
@@ -353,29 +360,18 @@ class PostgresBackend:
         text = " | ".join(f"({_pg_tsquery(m)})" for m in matches)
         return f"{ITEM_TABLE} i", f"i.search @@ to_tsquery('{PG_CONFIG}', %s)", [text]
 
-    def tolerant_where(
-        self, query: RecallQuery, word_ids: list[int]
-    ) -> tuple[str, str, list[Any], str, list[Any]]:
+    def any_word(self, words: list[str]) -> tuple[str, list[Any]]:
+        return f"(i.search @@ to_tsquery('{PG_CONFIG}', %s))", [" | ".join(_pg_lexeme(w) for w in words)]
+
+    def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT set_config('pg_trgm.word_similarity_threshold', %s, false)", [str(TRIGRAM_THRESHOLD)]
             )
-        parts: list[str] = []
-        params: list[Any] = []
-        similar: list[str] = []
-        order_params: list[Any] = []
-        for i in word_ids:
-            word = query.words[i]
-            if word.edits:
-                parts.append(f"%s <%% {PG_TRIGRAM_TEXT}")
-                params.append(word.text)
-                similar.append(f"word_similarity(%s, {PG_TRIGRAM_TEXT})")
-                order_params.append(word.text)
-            elif word.surface_prefix:  # a word of five letters or more begins words it is similar to
-                parts.append(f"{PG_TRIGRAM_TEXT} ILIKE %s")
-                params.append(f"%{word.text}%")
-        order = f"greatest({', '.join(similar)})" if similar else "0"
-        return f"{ITEM_TABLE} i", _or(parts), params, order, order_params
+        return f"(%s <%% {PG_TRIGRAM_TEXT})", [word]
+
+    def contains(self, text: str) -> tuple[str, list[Any]]:
+        return f"({PG_TRIGRAM_TEXT} ILIKE %s)", [f"%{text}%"]
 
     def rebuild(self, item_ids: list[int] | None) -> int:
         # The generated column and the expression index cannot drift from the rows.
@@ -419,19 +415,21 @@ class SqliteBackend:
         source = f"{FTS_TABLE} JOIN {ITEM_TABLE} i ON i.id = {FTS_TABLE}.rowid"
         return source, f"{FTS_TABLE} MATCH %s", [" OR ".join(_fts5(m) for m in matches)]
 
-    def tolerant_where(
-        self, query: RecallQuery, word_ids: list[int]
-    ) -> tuple[str, str, list[Any], str, list[Any]]:
-        pieces: list[str] = []
-        for i in word_ids:
-            word = query.words[i]
-            if word.edits:
-                pieces += padded_trigrams(word.text)
-            if word.surface_prefix:
-                pieces.append(word.text)
-        expression = " OR ".join(f'"{p}"' for p in dict.fromkeys(pieces))
-        source = f"{TRIGRAM_TABLE} JOIN {ITEM_TABLE} i ON i.id = {TRIGRAM_TABLE}.rowid"
-        return source, f"{TRIGRAM_TABLE} MATCH %s", [expression], f"-bm25({TRIGRAM_TABLE})", []
+    def any_word(self, words: list[str]) -> tuple[str, list[Any]]:
+        expression = " OR ".join(_fts5_phrase((w,)) for w in words)
+        return f"(i.id IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s))", [expression]  # noqa: S608 - our table, value bound
+
+    def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
+        # Items sharing any trigram, the ones sharing the most (rarest) first: bm25 over trigrams.
+        expression = " OR ".join(f'"{piece}"' for piece in padded_trigrams(word))
+        sql = (
+            f"(i.id IN (SELECT t.rowid FROM {TRIGRAM_TABLE} t JOIN {ITEM_TABLE} j ON j.id = t.rowid "  # noqa: S608 - our tables, values bound
+            f"WHERE {TRIGRAM_TABLE} MATCH %s AND j.namespace = %s ORDER BY t.rank LIMIT {TOLERANT_CANDIDATES}))"
+        )
+        return sql, [expression, namespace]
+
+    def contains(self, text: str) -> tuple[str, list[Any]]:
+        return f"(i.id IN (SELECT rowid FROM {TRIGRAM_TABLE} WHERE {TRIGRAM_TABLE} MATCH %s))", [f'"{text}"']  # noqa: S608 - our table, value bound
 
     def rebuild(self, item_ids: list[int] | None) -> int:
         from memory.models import MemoryItem
