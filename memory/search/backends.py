@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from django.db import connection
 
 from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
-from memory.search.query import RecallQuery, Term, one_edit_variants
+from memory.search.query import RecallQuery, Term
 from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate
 from opencompany.core.db import hot_fetchall
 
@@ -84,11 +84,9 @@ class Backend(Protocol):
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]: ...
 
-    def any_word(self, words: list[str]) -> tuple[str, list[Any]]: ...
-
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]: ...
 
-    def contains(self, text: str) -> tuple[str, list[Any]]: ...
+    def contains(self, text: str, namespace: str) -> tuple[str, list[Any]]: ...
 
     def rebuild(self, item_ids: list[int] | None) -> int: ...
 
@@ -253,9 +251,9 @@ def find_tolerant(
     query: RecallQuery, word_ids: list[int], filters: Filters, *, limit: int = TOLERANT_CANDIDATES
 ) -> list[TolerantRow]:
     """Items in scope that may hold a typo of the words `word_ids` or a word they begin (newest first),
-    with their text: the caller checks each word of it. A word of five to eight letters looks up its
-    one-edit variants in the full-text index; a longer one (two typos) and the start of a word use
-    the trigram index."""
+    with their text: the caller checks each word of it. Candidates come from the trigram index: items
+    with a word of similar trigrams (PostgreSQL: pg_trgm word similarity of at least
+    `TRIGRAM_THRESHOLD`; SQLite: the items sharing the most trigrams), or containing the word typed."""
     backend = get_backend()
     where, where_params = _filter_sql(filters, vendor=backend.vendor)
     parts: list[str] = []
@@ -263,12 +261,10 @@ def find_tolerant(
     for i in word_ids:
         word = query.words[i]
         conditions = []
-        if word.edits == 1:
-            conditions.append(backend.any_word(one_edit_variants(word.text)))
-        elif word.edits > 1:
+        if word.edits:
             conditions.append(backend.similar(word.text, filters.namespace))
-        if word.surface_prefix:
-            conditions.append(backend.contains(word.text))
+        elif word.surface_prefix:  # a longer word begins the words it is similar to
+            conditions.append(backend.contains(word.text, filters.namespace))
         for sql, p in conditions:
             parts.append(sql)
             tolerant_params += p
@@ -360,18 +356,20 @@ class PostgresBackend:
         text = " | ".join(f"({_pg_tsquery(m)})" for m in matches)
         return f"{ITEM_TABLE} i", f"i.search @@ to_tsquery('{PG_CONFIG}', %s)", [text]
 
-    def any_word(self, words: list[str]) -> tuple[str, list[Any]]:
-        return f"(i.search @@ to_tsquery('{PG_CONFIG}', %s))", [" | ".join(_pg_lexeme(w) for w in words)]
-
+    # Each condition is its own subquery, driven by the trigram index within the namespace.
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT set_config('pg_trgm.word_similarity_threshold', %s, false)", [str(TRIGRAM_THRESHOLD)]
             )
-        return f"(%s <%% {PG_TRIGRAM_TEXT})", [word]
+        text = PG_TRIGRAM_TEXT.replace("i.", "j.")
+        sql = f"(i.id IN (SELECT j.id FROM {ITEM_TABLE} j WHERE j.namespace = %s AND %s <%% {text}))"  # noqa: S608 - our table, values bound
+        return sql, [namespace, word]
 
-    def contains(self, text: str) -> tuple[str, list[Any]]:
-        return f"({PG_TRIGRAM_TEXT} ILIKE %s)", [f"%{text}%"]
+    def contains(self, text: str, namespace: str) -> tuple[str, list[Any]]:
+        item_text = PG_TRIGRAM_TEXT.replace("i.", "j.")
+        sql = f"(i.id IN (SELECT j.id FROM {ITEM_TABLE} j WHERE j.namespace = %s AND {item_text} ILIKE %s))"  # noqa: S608 - our table, values bound
+        return sql, [namespace, f"%{text}%"]
 
     def rebuild(self, item_ids: list[int] | None) -> int:
         # The generated column and the expression index cannot drift from the rows.
@@ -415,10 +413,6 @@ class SqliteBackend:
         source = f"{FTS_TABLE} JOIN {ITEM_TABLE} i ON i.id = {FTS_TABLE}.rowid"
         return source, f"{FTS_TABLE} MATCH %s", [" OR ".join(_fts5(m) for m in matches)]
 
-    def any_word(self, words: list[str]) -> tuple[str, list[Any]]:
-        expression = " OR ".join(_fts5_phrase((w,)) for w in words)
-        return f"(i.id IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s))", [expression]  # noqa: S608 - our table, value bound
-
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
         # Items sharing any trigram, the ones sharing the most (rarest) first: bm25 over trigrams.
         expression = " OR ".join(f'"{piece}"' for piece in padded_trigrams(word))
@@ -428,7 +422,7 @@ class SqliteBackend:
         )
         return sql, [expression, namespace]
 
-    def contains(self, text: str) -> tuple[str, list[Any]]:
+    def contains(self, text: str, namespace: str) -> tuple[str, list[Any]]:
         return f"(i.id IN (SELECT rowid FROM {TRIGRAM_TABLE} WHERE {TRIGRAM_TABLE} MATCH %s))", [f'"{text}"']  # noqa: S608 - our table, value bound
 
     def rebuild(self, item_ids: list[int] | None) -> int:

@@ -190,20 +190,6 @@ class QueryWord:
         return self.last and len(self.text) >= COMPOUND_MIN
 
 
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
-
-
-def one_edit_variants(word: str) -> list[str]:
-    """Every word one deletion, adjacent swap, substitution or insertion of a letter away from
-    `word`: looked up in the full-text index as they are, so a typo costs one index probe per variant."""
-    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
-    variants = [a + b[1:] for a, b in splits if b]
-    variants += [a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1]
-    variants += [a + c + b[1:] for a, b in splits if b for c in _LETTERS]
-    variants += [a + c + b for a, b in splits for c in _LETTERS]
-    return [v for v in dict.fromkeys(variants) if v != word and v not in NO_CONTENT_WORDS]
-
-
 @dataclass(frozen=True)
 class Group:
     """One alternative: its positive words and phrases (indexes) and what it excludes."""
