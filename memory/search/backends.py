@@ -34,7 +34,7 @@ from opencompany.core.db import hot_fetchall
 FTS_TABLE = "memory_item_fts"
 TRIGRAM_TABLE = "memory_item_trigram"
 PG_CONFIG = "memory_porter"
-CANDIDATES = 500  # items ranked per query: the best-matching ones, newest first among equals
+CANDIDATES = 200  # items ranked per query: the best-covered ones, newest first among equals
 TOLERANT_CANDIDATES = 100
 TRIGRAM_THRESHOLD = 0.3  # pg_trgm word similarity that every word within the typo budget reaches
 
