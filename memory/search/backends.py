@@ -36,7 +36,7 @@ TRIGRAM_TABLE = "memory_item_trigram"
 PG_CONFIG = "memory_porter"
 CANDIDATES = 200  # items ranked per query: the best-covered ones, newest first among equals
 TOLERANT_CANDIDATES = 100
-TRIGRAM_THRESHOLD = 0.3  # pg_trgm word similarity that every word within the typo budget reaches
+TRIGRAM_THRESHOLD = 0.3  # pg_trgm word similarity a typo candidate needs (most one-typo words reach it)
 
 ITEM_TABLE = "memory_memoryitem"
 NAMESPACE_TABLE = "memory_memorynamespace"
