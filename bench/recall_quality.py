@@ -140,7 +140,11 @@ def bm25_answers(data: dict[str, Any]) -> list[list[str]]:
 
     items = data["items"]
     corpus = [
-        tokens(" ".join([i.get("title") or "", i.get("category") or "", " ".join(i.get("tags") or []), i["content"]]))
+        tokens(
+            " ".join(
+                [i.get("title") or "", i.get("category") or "", " ".join(i.get("tags") or []), i["content"]]
+            )
+        )
         for i in items
     ]
     bm25 = BM25Okapi(corpus)
@@ -164,7 +168,12 @@ def metrics(answers: list[list[str]], data: dict[str, Any]) -> dict[str, dict[st
             row["r5"] += len(relevant & set(got[:5])) / len(relevant)
             row["mrr"] += 1.0 / first if first else 0.0
     return {
-        kind: {"n": row["n"], "r1": row["r1"] / row["n"], "r5": row["r5"] / row["n"], "mrr": row["mrr"] / row["n"]}
+        kind: {
+            "n": row["n"],
+            "r1": row["r1"] / row["n"],
+            "r5": row["r5"] / row["n"],
+            "mrr": row["mrr"] / row["n"],
+        }
         for kind, row in sums.items()
     }
 
@@ -202,18 +211,23 @@ def main() -> None:
     pg, lite = runs["postgresql"]["ours"], runs["sqlite"]["ours"]
     differ = [q["query"] for q, a, b in zip(data["queries"], pg, lite, strict=True) if a[:5] != b[:5]]
     same = 1 - len(differ) / len(data["queries"])
-    print(f"same top-5 ids on PostgreSQL and SQLite: {same:.1%} of queries" + (f"; differ: {differ}" if differ else ""))
+    print(
+        f"same top-5 ids on PostgreSQL and SQLite: {same:.1%} of queries"
+        + (f"; differ: {differ}" if differ else "")
+    )
 
     failed = []
     bm = scored["BM25 (rank-bm25)"]
-    for vendor, label in (("postgresql", "PostgreSQL"), ("sqlite", "SQLite")):
+    for label in ("PostgreSQL", "SQLite"):
         ours = scored[f"ours on {label}"]
         if ours["overall"]["r5"] < 0.9:
             failed.append(f"recall@5 {ours['overall']['r5']:.3f} < 0.9 on {label}")
-        for kind in kinds:
-            for metric in ("r5", "mrr"):
-                if ours[kind][metric] + 1e-9 < bm[kind][metric]:
-                    failed.append(f"{kind} {metric} below BM25 on {label}")
+        failed.extend(
+            f"{kind} {metric} below BM25 on {label}"
+            for kind in kinds
+            for metric in ("r5", "mrr")
+            if ours[kind][metric] + 1e-9 < bm[kind][metric]
+        )
     if same < 0.95:
         failed.append(f"parity {same:.1%} < 95%")
     verdict = "PASS" if not failed else "FAIL (" + "; ".join(failed) + ")"
