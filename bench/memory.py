@@ -1,27 +1,35 @@
 """Benchmark: Memory recall latency and remember-with-receipt throughput on PostgreSQL.
 
 In one interleaved run over the same data (100 namespaces, seeded English-like items):
-  memory_recall   memory.selectors.memory_recall (parse, tsquery, rank, keyset page of 20, ORM load)
-  raw FTS         one hand-written SQL query through psycopg: websearch_to_tsquery + ts_rank_cd, LIMIT 21
+  memory_recall   memory.selectors.memory_recall (parse, candidates with per-word matches and counts,
+                  the typo pass for words nothing matches, scoring, a page of 20, ORM load)
+  raw FTS         one hand-written any-word SQL query through psycopg: the query's words OR-ed in one
+                  tsquery + ts_rank_cd, LIMIT 21 (no per-word matches, no typo pass, no scoring)
   Store.search    LangGraph PostgresStore.search(namespace, query=…, limit=20) over the same items
-                  (without an embedding index the Store ignores the query text: it pages the namespace)
-at 10k and 100k items (1M is skipped: loading it would take well over 10 minutes here), plus
+                  (without an embedding index the Store ignores the query text: it pages the namespace;
+                  measured up to 100k items)
+at 10k, 100k and 1M items (loaded with COPY, the GIN indexes rebuilt after each load), plus
 remember-with-receipt writes/s (memory_remember with an operation id, one connection, sequential).
+Queries: one or two mid-frequency words (what a recall for a fact looks like; a word absent from the
+namespace takes the typo pass), and one in ten a frequent word.
 
-Run: .venv/bin/python bench/memory.py   (needs PostgreSQL on 127.0.0.1:5432; creates and migrates
-BENCH_DATABASE_URL, default opencompany_bench_memory; BENCH_QUERIES=300). Not a test: prints a markdown
-table and a VERDICT line. Targets: recall p50 ≤ 1.5 ms at 100k and ≤ 3x the raw query; remember ≥ 500/s.
+Run: .venv/bin/python bench/memory.py   (needs PostgreSQL on 127.0.0.1:5432 and the `bench` extra; creates
+and migrates BENCH_DATABASE_URL, default opencompany_bench_memory; BENCH_QUERIES=300,
+BENCH_SIZES=10000,100000,1000000). Not a test: prints a markdown table and a VERDICT line. Targets: recall
+p50 ≤ 1.5 ms at 100k and ≤ 3x the raw query; at 1M p50 ≤ 3 ms and p95 ≤ 20 ms; remember ≥ 500/s.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import json
 import os
 import random
 import statistics
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DB_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/opencompany_bench_memory")
 QUERIES = int(os.environ.get("BENCH_QUERIES", "300"))
-SIZES = [10_000, 100_000]
+SIZES = [int(n) for n in os.environ.get("BENCH_SIZES", "10000,100000,1000000").split(",")]
+STORE_MAX = 100_000
 NAMESPACES = 100
 SEED = 20251129
 os.environ.update(
@@ -115,9 +124,13 @@ class Workload:
         }
 
     def query(self) -> str:
-        # Mid-frequency words (ranks 30-3000): what a recall for a fact looks like.
+        # Mid-frequency words (ranks 30-3000): what a recall for a fact looks like; one query in ten is a
+        # frequent word (ranks 1-30, stop words skipped), the worst case for candidate counts.
         from memory.search import STOP_WORDS
 
+        if self.rng.random() < 0.1:
+            frequent = [w for w in self.words[:30] if w not in STOP_WORDS]
+            return self.rng.choice(frequent)
         picks: list[str] = []
         wanted = self.rng.randint(1, 2)
         while len(picks) < wanted:
@@ -161,10 +174,11 @@ def main() -> None:
 
     from graphs.models import Workflow
     from memory import fields as mf
-    from memory.models import MemoryItem, MemoryNamespace, MemoryReceipt, MemoryRevision
+    from memory.models import MemoryNamespace, MemoryReceipt, MemoryRevision
     from memory.scope import memory_scope
     from memory.selectors import memory_recall
     from memory.services import memory_remember
+    from opencompany.core.ids import mint_id
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -189,49 +203,105 @@ def main() -> None:
     store.setup()
     raw.execute("DELETE FROM store")
 
+    # The comparison: the same any-word match in one hand-written statement, ranked by ts_rank_cd.
     raw_sql = (
         "SELECT i.id, i.memory_id, i.title, i.content, i.category, i.tags, i.version, i.expires_at, "
         "i.created_at, i.updated_at, ts_rank_cd(i.search, q, 1) AS rank "
-        "FROM memory_memoryitem i, websearch_to_tsquery('english', %s) q "
+        "FROM memory_memoryitem i, to_tsquery('memory_porter', %s) q "
         "WHERE i.namespace = %s AND i.search @@ q AND (i.expires_at IS NULL OR i.expires_at > now()) "
         "ORDER BY rank DESC, i.id DESC LIMIT 21"
+    )
+    columns = [
+        "memory_id",
+        "namespace",
+        "owner_id",
+        "workflow_id",
+        "memory_node_id",
+        "title",
+        "content",
+        "category",
+        "tags",
+        "tag_index",
+        "version",
+        "indexing_state",
+        "created_at",
+        "updated_at",
+        "created_by",
+        "updated_by",
+    ]
+    copy_sql = f"COPY memory_memoryitem ({', '.join(columns)}) FROM STDIN"
+    gin_indexes = raw.execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'memory_memoryitem' AND indexdef LIKE '%%USING gin%%'"
+    ).fetchall()
+    MemoryNamespace.objects.bulk_create(
+        [
+            MemoryNamespace(
+                id=sc.namespace,
+                owner_id=sc.owner_id,
+                workflow_id=sc.workflow_id,
+                memory_node_id=sc.memory_node_id,
+            )
+            for sc in scopes
+        ]
     )
     workload = Workload()
     loaded = 0
     rows: list[tuple[str, int, float, float, float]] = []
     results: dict[tuple[int, str], tuple[float, float]] = {}
+    load_notes: list[str] = []
 
     for size in SIZES:
         started = time.perf_counter()
-        batch: list[MemoryItem] = []
+        # A bulk load builds GIN indexes once instead of growing them row by row.
+        for name, _definition in gin_indexes:
+            raw.execute(f"DROP INDEX {name}")
+        with_store = size <= STORE_MAX
         puts: list[PutOp] = []
-        while loaded < size:
-            scope = scopes[loaded % NAMESPACES]
-            spec = workload.item()
-            item = MemoryItem(
-                namespace=scope.namespace,
-                owner_id=scope.owner_id,
-                workflow_id=scope.workflow_id,
-                memory_node_id=scope.memory_node_id,
-                tag_index=mf.tag_index(spec["tags"]),
-                created_by="owner:bench",
-                updated_by="owner:bench",
-                **spec,
-            )
-            batch.append(item)
-            puts.append(PutOp(("memory", scope.namespace), item.memory_id, spec, index=False))
-            loaded += 1
-            if len(batch) == 5000:
-                MemoryItem.objects.bulk_create(batch)
-                store.batch(puts)
-                batch, puts = [], []
-        if batch:
-            MemoryItem.objects.bulk_create(batch)
-            store.batch(puts)
-        # Steady state: flush the GIN pending list a bulk load leaves behind (autovacuum would).
+        now = datetime.now(UTC)
+        with raw.cursor() as cursor, cursor.copy(copy_sql) as copy:
+            while loaded < size:
+                scope = scopes[loaded % NAMESPACES]
+                spec = workload.item()
+                memory_id = mint_id("mem")
+                at = now - timedelta(seconds=size - loaded)
+                copy.write_row(
+                    [
+                        memory_id,
+                        scope.namespace,
+                        scope.owner_id,
+                        scope.workflow_id,
+                        scope.memory_node_id,
+                        spec["title"],
+                        spec["content"],
+                        spec["category"],
+                        json.dumps(spec["tags"]),
+                        mf.tag_index(spec["tags"]),
+                        1,
+                        "lexical",
+                        at,
+                        at,
+                        "owner:bench",
+                        "owner:bench",
+                    ]
+                )
+                if with_store:
+                    puts.append(PutOp(("memory", scope.namespace), memory_id, spec, index=False))
+                loaded += 1
+        copied_s = time.perf_counter() - started
+        raw.execute("SET maintenance_work_mem = '512MB'")
+        for _name, definition in gin_indexes:
+            raw.execute(definition)
+        for start in range(0, len(puts), 5000):
+            store.batch(puts[start : start + 5000])
+        raw.execute(
+            "UPDATE memory_memorynamespace n SET item_count = c.n FROM "
+            "(SELECT namespace, count(*) AS n FROM memory_memoryitem GROUP BY namespace) c WHERE n.id = c.namespace"
+        )
         raw.execute("VACUUM ANALYZE memory_memoryitem")
         raw.execute("VACUUM ANALYZE store")
         load_s = time.perf_counter() - started
+        load_notes.append(f"{size:,} items loaded in {load_s:.0f} s (COPY {copied_s:.0f} s, then indexes)")
+        print(load_notes[-1], file=sys.stderr)
 
         rng = random.Random(SEED + size)
         queries = [(workload.query(), rng.choice(scopes)) for _ in range(QUERIES)]
@@ -240,12 +310,15 @@ def main() -> None:
             return len(memory_recall(scope=scope, query=q, limit=20).items)
 
         def run_raw(q: str, scope: Any) -> int:
-            return len(raw.execute(raw_sql, [q, scope.namespace]).fetchall())
+            any_word = " | ".join(f"'{w}'" for w in q.split())
+            return len(raw.execute(raw_sql, [any_word, scope.namespace]).fetchall())
 
         def run_store(q: str, scope: Any) -> int:
             return len(store.search(("memory", scope.namespace), query=q, limit=20))
 
-        methods = {"memory_recall": run_ours, "raw FTS SQL": run_raw, "Store.search": run_store}
+        methods = {"memory_recall": run_ours, "raw FTS SQL": run_raw}
+        if with_store:
+            methods["Store.search"] = run_store
         for q, scope in queries[:20]:  # warm caches and plans
             for fn in methods.values():
                 fn(q, scope)
@@ -253,7 +326,8 @@ def main() -> None:
         hits: dict[str, int] = dict.fromkeys(methods, 0)
         names = list(methods)
         for n, (q, scope) in enumerate(queries):
-            for name in names[n % 3 :] + names[: n % 3]:  # rotate the order: interleaved
+            turn = n % len(names)
+            for name in names[turn:] + names[:turn]:  # rotate the order: interleaved
                 t0 = time.perf_counter()
                 hits[name] += methods[name](q, scope)
                 samples[name].append((time.perf_counter() - t0) * 1000)
@@ -261,7 +335,6 @@ def main() -> None:
             p50, p95 = _percentiles(samples[name])
             results[(size, name)] = (p50, p95)
             rows.append((name, size, p50, p95, hits[name] / len(queries)))
-        print(f"loaded {size} items in {load_s:.1f}s", file=sys.stderr)
 
     # remember with a receipt, one connection, sequential: with events, with the publish stubbed out, and
     # also without synchronous commit, interleaved in blocks in a rotating order (so no variant always
@@ -321,7 +394,8 @@ def main() -> None:
         f"| - | same, events stubbed, synchronous_commit off | {remember_async_per_s:,.0f} writes/s | | | |"
     )
     print(f"| - | ceiling: 1-row INSERT + durable COMMIT (psycopg) | {commit_ceiling:,.0f} commits/s | | | |")
-    print("1M items: skipped (bulk loading alone would pass the 10-minute budget on this machine).")
+    for note in load_notes:
+        print(note)
 
     ours50 = results[(100_000, "memory_recall")][0]
     raw50 = results[(100_000, "raw FTS SQL")][0]
@@ -330,10 +404,20 @@ def main() -> None:
         "recall p50 <= 3x raw at 100k": ours50 <= 3 * raw50,
         "remember >= 500/s": remember_per_s >= 500,
     }
+    million = results.get((1_000_000, "memory_recall"))
+    if million is not None:
+        checks["recall p50 <= 3 ms at 1M"] = million[0] <= 3.0
+        checks["recall p95 <= 20 ms at 1M"] = million[1] <= 20.0
     failed = [name for name, ok in checks.items() if not ok]
     verdict = "PASS" if not failed else "FAIL (" + "; ".join(failed) + ")"
+    at_million = (
+        f"at 1M p50 {million[0]:.3f} ms, p95 {million[1]:.3f} ms ({million[0] / results[(1_000_000, 'raw FTS SQL')][0]:.2f}x raw); "
+        if million is not None
+        else "1M not run; "
+    )
     print(
-        f"VERDICT: {verdict} — recall p50 {ours50:.3f} ms at 100k ({ours50 / raw50:.2f}x raw {raw50:.3f} ms); "
+        f"VERDICT: {verdict} — recall p50 {ours50:.3f} ms at 100k ({ours50 / raw50:.2f}x the raw any-word FTS "
+        f"query {raw50:.3f} ms); {at_million}"
         f"remember {remember_per_s:,.0f}/s durable with events ({remember_quiet_per_s:,.0f}/s without the "
         f"event publish, {remember_async_per_s:,.0f}/s also without synchronous commit; "
         f"this disk commits {commit_ceiling:,.0f} one-row transactions/s)"

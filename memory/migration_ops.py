@@ -29,3 +29,28 @@ class VendorRunSQL(migrations.RunSQL):
 
     def describe(self) -> str:
         return f"Raw SQL on {self.vendor} only"
+
+
+# The item text the trigram projections cover: title, category, tags and content. PostgreSQL indexes
+# this expression (queries repeat it so the planner uses the index); pg_trgm splits words itself.
+PG_TRIGRAM_TEXT = (
+    "(coalesce(i.title, '') || ' ' || coalesce(i.category, '') || ' ' || i.tag_index || ' ' || i.content)"
+)
+
+# SQLite's trigram tokenizer keeps every character, so punctuation becomes a space and the text is
+# padded: then " word " trigrams exist for every word, as pg_trgm pads its words.
+_TRIGRAM_PUNCTUATION = ".,;:!?()[]{}\"'/\\-_"
+_CONTROL = {"\n": 10, "\r": 13, "\t": 9}
+
+
+def sqlite_trigram_text(row: str) -> str:
+    """SQL for the trigram projection of one item row (`new` in a trigger, a table alias elsewhere)."""
+    text = (
+        f"' ' || coalesce({row}.title, '') || ' ' || coalesce({row}.category, '') || ' ' || "
+        f"replace({row}.tag_index, char(31), ' ') || ' ' || {row}.content || ' '"
+    )
+    for ch in _TRIGRAM_PUNCTUATION:
+        text = f"replace({text}, '{ch.replace(chr(39), chr(39) * 2)}', ' ')"
+    for code in _CONTROL.values():
+        text = f"replace({text}, char({code}), ' ')"
+    return text

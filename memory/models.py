@@ -1,8 +1,9 @@
 """Memory storage: namespaces, items, their revisions, mutation receipts and embedding projections.
 
 The full-text projections are not model fields: PostgreSQL keeps a stored generated `tsvector`
-column (`search`) on `memory_memoryitem`, SQLite an FTS5 table `memory_item_fts` maintained by
-triggers in the same transaction as every write. Both are created by migrations (see `search.py`).
+column (`search`) and a trigram index on `memory_memoryitem`, SQLite the FTS5 tables
+`memory_item_fts` and `memory_item_trigram` maintained by triggers in the same transaction as every
+write. All are created by migrations (see `memory/search/backends.py`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ class MemoryItem(models.Model):
         indexes = [
             models.Index(fields=["namespace", "-created_at", "-id"], name="memory_item_ns_created"),
             models.Index(fields=["namespace", "category"], name="memory_item_ns_category"),
+            # Recall answers a question without searchable words with the most recently updated items.
+            models.Index(fields=["namespace", "-updated_at", "-id"], name="memory_item_ns_updated"),
             models.Index(
                 fields=["expires_at"], name="memory_item_expires", condition=Q(expires_at__isnull=False)
             ),

@@ -15,10 +15,20 @@ from django.utils import timezone
 
 from memory import embeddings as emb
 from memory import fields as f
-from memory.errors import invalid_field, item_not_found
+from memory.errors import item_not_found
 from memory.models import IndexingState, MemoryEmbedding, MemoryItem, MemoryRevision
 from memory.scope import MemoryScope
-from memory.search import Filters, ParsedQuery, parse_query, ranked_ids
+from memory.search import (
+    MATCH_RECENT,
+    MATCH_SIMILAR,
+    Filters,
+    Hit,
+    RecallQuery,
+    analyze,
+    highlights,
+    ranked_hits,
+    recent,
+)
 from opencompany.core.errors import ApplicationError
 from opencompany.core.pagination import INVALID_CURSOR, Ascending, NewestFirst, make_cursor, read_cursor
 
@@ -27,6 +37,7 @@ logger = logging.getLogger(__name__)
 RETRIEVAL_FTS = "fts"
 RETRIEVAL_HYBRID = "hybrid"
 RETRIEVAL_LIST = "list"
+RETRIEVAL_RECENT = "recent"
 DEGRADED_EMBEDDER = "embedder_unavailable"
 HYBRID_CANDIDATES = 200
 VECTOR_MIN_SIMILARITY = 0.3
@@ -138,10 +149,22 @@ def memory_list(
     return MemoryPage("list", [memory_view(r) for r in page.rows], page.next_cursor, RETRIEVAL_LIST, None)
 
 
-def _keyset_position(position: Any) -> tuple[float, int]:
+def _keyset_position(position: Any) -> tuple[int, float, int]:
     try:
-        return float(position[0]), int(position[1])
-    except (TypeError, ValueError, IndexError, KeyError):
+        tier, score, pk = position
+        return int(tier), float(score), int(pk)
+    except (TypeError, ValueError):
+        raise ApplicationError(INVALID_CURSOR, "The cursor is invalid or was tampered with.") from None
+
+
+def _recent_position(position: Any) -> tuple[datetime, int]:
+    try:
+        at, pk = position
+        parsed = datetime.fromisoformat(str(at))
+        if parsed.tzinfo is None:
+            raise ValueError(at)
+        return parsed, int(pk)
+    except (TypeError, ValueError):
         raise ApplicationError(INVALID_CURSOR, "The cursor is invalid or was tampered with.") from None
 
 
@@ -166,28 +189,39 @@ def _vector_neighbours(
     return scored[:HYBRID_CANDIDATES]
 
 
-def _fuse(fts: list[tuple[int, float]], vectors: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    """Reciprocal rank fusion of two best-first lists."""
+def _fuse(hits: list[Hit], vectors: list[tuple[int, float]]) -> list[Hit]:
+    """Reciprocal rank fusion of the full-text hits and the vector neighbours; a neighbour that
+    full text did not find is marked `similar`."""
     scores: dict[int, float] = {}
-    for ranked in (fts, vectors):
-        for rank, (pk, _score) in enumerate(ranked, start=1):
+    for ranked in ([h.pk for h in hits], [pk for pk, _ in vectors]):
+        for rank, pk in enumerate(ranked, start=1):
             scores[pk] = scores.get(pk, 0.0) + 1.0 / (RRF_K + rank)
-    return sorted(scores.items(), key=lambda row: (-row[1], -row[0]))
+    by_pk = {h.pk: h for h in hits}
+    fused = []
+    for pk, score in scores.items():
+        hit = by_pk.get(pk)
+        fused.append(
+            Hit(pk, 0, round(score, 6), hit.matched, hit.match, hit.kinds)
+            if hit is not None
+            else Hit(pk, 0, round(score, 6), (), MATCH_SIMILAR)
+        )
+    fused.sort(key=lambda h: (-h.score, -h.pk))
+    return fused
 
 
 def _hybrid_ranking(
-    *, scope: MemoryScope, parsed: ParsedQuery, query: str, filters: Filters
-) -> tuple[list[tuple[int, float]] | None, str | None]:
-    """Fused ranking when an embedder answers; `(None, degraded)` to fall back to full text."""
+    *, scope: MemoryScope, query: RecallQuery, text: str, filters: Filters
+) -> tuple[list[Hit], str, str | None]:
+    """The full-text ranking, fused with vector neighbours when an embedder answers."""
+    hits = ranked_hits(query, filters)
     embedder = emb.get_embedder()
     if embedder is None:
-        return None, None
+        return hits, RETRIEVAL_FTS, None
     try:
-        query_vector = emb.embed_texts(embedder, [query])[0]
+        query_vector = emb.embed_texts(embedder, [text])[0]
     except emb.EmbedderError as exc:
         logger.warning("memory recall embedder failed namespace=%s error=%s", scope.namespace, exc)
-        return None, DEGRADED_EMBEDDER
-    fts = ranked_ids(parsed, filters, after=None, limit=HYBRID_CANDIDATES)
+        return hits, RETRIEVAL_FTS, DEGRADED_EMBEDDER
     vectors = _vector_neighbours(
         scope=scope, filters=filters, query_vector=query_vector, model_name=embedder.model_name
     )
@@ -196,7 +230,15 @@ def _hybrid_ranking(
         .filter(active_q(filters.now))
         .exists()
     )
-    return _fuse(fts, vectors), (DEGRADED_EMBEDDER if missing else None)
+    fused = _fuse(hits[:HYBRID_CANDIDATES], vectors)
+    return fused, RETRIEVAL_HYBRID, (DEGRADED_EMBEDDER if missing else None)
+
+
+def recall_view(
+    item: MemoryItem, *, score: float, matched: list[str], match: str, highlight: list[str]
+) -> dict[str, Any]:
+    """An item as recall returns it: why it matched beside what it holds."""
+    return memory_view(item) | {"score": score, "matched": matched, "match": match, "highlight": highlight}
 
 
 def memory_recall(
@@ -208,16 +250,19 @@ def memory_recall(
     limit: int | None = None,
     cursor: str | None = None,
 ) -> MemoryPage:
-    """Active items matching `query` (web-search syntax, see `memory.search`), best first.
+    """Active items for `query`, best first: the one recall behind the tool, the API and the panel.
 
-    Full text on both databases; with an embedder, FTS ranks are fused with exact cosine neighbours
-    (`retrieval: "hybrid"`); when the embedder fails recall answers from full text with
-    `degraded: "embedder_unavailable"`. A query with no searchable word is `invalid_request`.
+    Any word may match (see `memory.search`): items matching more of the words, and rarer ones,
+    rank higher, items matching every word come first, and each result carries `score`, `matched`
+    (the query words it matched), `match` (`all`, `some`, `fuzzy`) and `highlight` (its words that
+    matched). A query without searchable words ("what do you remember about me?") answers the most
+    recently updated items, marked `match: "recent"` (`retrieval: "recent"`). With an embedder the
+    full-text ranking is fused with exact cosine neighbours (`retrieval: "hybrid"`; neighbours that
+    full text did not find are `match: "similar"`); when the embedder fails recall answers from full
+    text with `degraded: "embedder_unavailable"`. Only a blank or over-long query is refused.
     """
     text = f.clean_query(query)
-    parsed = parse_query(text)
-    if parsed.is_empty:
-        raise invalid_field("query", "The query has no searchable words.")
+    recall_query = analyze(text)
     cats = f.clean_categories(categories)
     wanted_tags = f.clean_tags(tags)
     size = f.clean_limit(limit)
@@ -225,25 +270,56 @@ def memory_recall(
     filters = Filters(
         namespace=scope.namespace, now=timezone.now(), categories=tuple(cats), tags=tuple(wanted_tags)
     )
+    if not recall_query.has_content:
+        return _recall_recent(scope, recall_query, filters, cats, wanted_tags, size, token)
 
-    fused, degraded = _hybrid_ranking(scope=scope, parsed=parsed, query=text, filters=filters)
-    retrieval = RETRIEVAL_HYBRID if fused is not None else RETRIEVAL_FTS
-    bound = [scope.namespace, retrieval, parsed.canonical(), cats, wanted_tags]
+    hits, retrieval, degraded = _hybrid_ranking(scope=scope, query=recall_query, text=text, filters=filters)
+    bound = [scope.namespace, retrieval, recall_query.canonical, cats, wanted_tags]
     position = read_cursor(token, salt="memory", bound_to=bound)
-    after = _keyset_position(position) if position is not None else None
-
-    if fused is None:
-        ranked = ranked_ids(parsed, filters, after=after, limit=size + 1)
-    else:
-        ranked = [row for row in fused if after is None or (row[1], row[0]) < after][: size + 1]
-    page = ranked[:size]
-    by_pk = MemoryItem.objects.in_bulk([pk for pk, _ in page])
-    items = [memory_view(by_pk[pk]) for pk, _ in page if pk in by_pk]
+    if position is not None:
+        after = _keyset_position(position)
+        hits = [h for h in hits if h.position < after]
+    page = hits[:size]
+    by_pk = MemoryItem.objects.in_bulk([h.pk for h in page])
+    items = []
+    for hit in page:
+        item = by_pk.get(hit.pk)
+        if item is None:
+            continue
+        words = highlights(recall_query, hit, [item.title or "", item.content, *item.tags])
+        items.append(
+            recall_view(item, score=hit.score, matched=list(hit.matched), match=hit.match, highlight=words)
+        )
     next_cursor = None
-    if len(ranked) > size:
-        last_pk, last_score = page[-1]
-        next_cursor = make_cursor(salt="memory", bound_to=bound, position=[last_score, last_pk])
+    if len(hits) > size:
+        next_cursor = make_cursor(salt="memory", bound_to=bound, position=list(page[-1].position))
     return MemoryPage("recall", items, next_cursor, retrieval, degraded)
+
+
+def _recall_recent(
+    scope: MemoryScope,
+    query: RecallQuery,
+    filters: Filters,
+    cats: list[str],
+    wanted_tags: list[str],
+    size: int,
+    token: str | None,
+) -> MemoryPage:
+    bound = [scope.namespace, RETRIEVAL_RECENT, query.canonical, cats, wanted_tags]
+    position = read_cursor(token, salt="memory", bound_to=bound)
+    after = _recent_position(position) if position is not None else None
+    pks = recent(query, filters, after=after, limit=size + 1)
+    page = pks[:size]
+    by_pk = MemoryItem.objects.in_bulk(page)
+    rows = [by_pk[pk] for pk in page if pk in by_pk]
+    items = [recall_view(item, score=0.0, matched=[], match=MATCH_RECENT, highlight=[]) for item in rows]
+    next_cursor = None
+    if len(pks) > size and rows:
+        last = rows[-1]
+        next_cursor = make_cursor(
+            salt="memory", bound_to=bound, position=[last.updated_at.isoformat(), last.pk]
+        )
+    return MemoryPage("recall", items, next_cursor, RETRIEVAL_RECENT, None)
 
 
 def memory_revisions(

@@ -77,8 +77,11 @@ MEMORY_TOOL_DESCRIPTION = (
     "without checking first. Use 'remember' to store a new stable fact (content, optional title, "
     "category, tags, expires_at). Use 'get' to read one item, and 'update' (with a patch) or 'forget' "
     "with the item's current 'expected_version'; on version_conflict, get the item again and retry. "
-    "Recall syntax: words are ANDed, \"quoted phrases\" match in order, 'or' gives alternatives, "
-    "-word excludes, word* matches a prefix."
+    "Recall ranks like a search engine: pass the words that matter (any may match; items matching all of "
+    "them come first; word forms, typos and the start of a word are tolerated). A question without content "
+    "words (e.g. 'what do you remember about me?') returns the most recently updated items. Each result "
+    "says why it matched: 'match' is all, some, fuzzy or recent, 'matched' lists the query words it "
+    "matched. Optional syntax: \"quoted phrase\" must appear, -word excludes, 'or' separates alternatives."
 )
 
 _REQUIRED = {

@@ -248,3 +248,11 @@ def node_id(workflow: Any, node_type: str, n: int = 1) -> str:
 # The test process never sweeps on its own: tests drive `watchdog_pass` with the times they choose.
 # Servers and workers a test starts run their own watchdog, as in production.
 settings.OPENCOMPANY_WATCHDOG_IN_PROCESS = False
+
+
+@pytest.fixture(autouse=True)
+def _empty_throttle_counters() -> None:
+    """Every test starts with no request counted: DRF's throttles count in the process's cache."""
+    from django.core.cache import cache
+
+    cache.clear()

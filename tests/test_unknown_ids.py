@@ -11,20 +11,6 @@ from tests.rows import row_counts
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fresh_throttles():
-    """The configured rates and empty counters: these tests make more writes than a lowered rate allows."""
-    from django.core.cache import cache
-    from rest_framework.settings import api_settings
-    from rest_framework.throttling import SimpleRateThrottle
-
-    api_settings.reload()
-    SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
-    cache.clear()
-    yield
-    cache.clear()
-
-
 def _endpoints(workflow):
     mem = node_id(workflow, "simpleMemory")
     return [

@@ -12,8 +12,6 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from chat import services
@@ -31,6 +29,7 @@ from chat.selectors import (
 )
 from graphs.models import Workflow
 from graphs.selectors import workflow_for_owner
+from opencompany.core.api import ScopedSettingsThrottle
 from opencompany.core.errors import not_found
 from opencompany.core.pagination import NewestFirst
 
@@ -40,13 +39,8 @@ _CHAT_ID = OpenApiParameter("chat_id", int, OpenApiParameter.PATH, description="
 _RUN_ID = OpenApiParameter("run_id", str, OpenApiParameter.PATH, description="A chat run id.")
 
 
-class ChatSendThrottle(ScopedRateThrottle):
-    """`chat_send`: every request that starts a run (send, edit, retry). The rate is read per request
-    so a settings override takes effect without a reload."""
-
-    def get_rate(self) -> str | None:
-        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope or "")
-        return None if rate is None else str(rate)
+class ChatSendThrottle(ScopedSettingsThrottle):
+    """`chat_send`: every request that starts a run (send, edit, retry)."""
 
 
 def _workflow(request: Request, workflow_id: str) -> Workflow:

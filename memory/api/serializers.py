@@ -108,8 +108,17 @@ class MutationOutput(serializers.Serializer):
     receipt = ReceiptOutput()
 
 
+class RecallItemOutput(MemoryItemOutput):
+    """An item in a list or recall page; recall adds why it matched."""
+
+    score = serializers.FloatField(required=False)
+    matched = serializers.ListField(child=serializers.CharField(), required=False)
+    match = serializers.ChoiceField(choices=["all", "some", "fuzzy", "recent", "similar"], required=False)
+    highlight = serializers.ListField(child=serializers.CharField(), required=False)
+
+
 class PageOutput(serializers.Serializer):
-    results = MemoryItemOutput(many=True)
+    results = RecallItemOutput(many=True)
     next_cursor = serializers.CharField(allow_null=True)
     retrieval = serializers.CharField()
     degraded = serializers.CharField(allow_null=True)

@@ -7,13 +7,10 @@ its input, calls one service or selector and renders the result. Writes are thro
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from graphs.selectors import workflow_for_owner
@@ -22,17 +19,13 @@ from memory.api import serializers as s
 from memory.errors import invalid_field
 from memory.fields import OPERATION_ID_MAX
 from memory.scope import MemoryScope, memory_scope
+from opencompany.core.api import ScopedSettingsThrottle
 
-_SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 
-
-class MemoryWriteThrottle(ScopedRateThrottle):
+class MemoryWriteThrottle(ScopedSettingsThrottle):
     """`memory_write` applies to writes only; reads are not throttled here."""
 
-    def allow_request(self, request: Any, view: Any) -> bool:
-        if request.method in _SAFE:
-            return True
-        return super().allow_request(request, view)
+    safe_methods_free = True
 
 
 class MemoryView(APIView):

@@ -12,6 +12,8 @@ from django.http import Http404
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.throttling import ScopedRateThrottle
 
 from opencompany.core import errors, gate
 from opencompany.core.errors import ApplicationError, render_error
@@ -119,3 +121,20 @@ def column_bounds(column: Field[Any, Any] | str, *, min_value: int | None = None
     """`min_value`/`max_value` for a DRF IntegerField compared with or written to `column`."""
     low, high = gate.column_range(column)
     return {"min_value": low if min_value is None else max(low, min_value), "max_value": high}
+
+
+class ScopedSettingsThrottle(ScopedRateThrottle):
+    """DRF's scoped throttle with the rate read from settings on every request, so a settings override
+    applies at once (DRF binds the rates when the class is imported). `safe_methods_free` leaves reads
+    unthrottled for views whose scope only counts writes."""
+
+    safe_methods_free = False
+
+    def get_rate(self) -> str | None:
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope or "")
+        return None if rate is None else str(rate)
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        if self.safe_methods_free and request.method in ("GET", "HEAD", "OPTIONS"):
+            return True
+        return super().allow_request(request, view)

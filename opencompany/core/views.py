@@ -17,11 +17,10 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from opencompany.core import logins, tokens
+from opencompany.core.api import ScopedSettingsThrottle
 from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, invalid, render_error
 
 
@@ -30,12 +29,8 @@ class AuthTokenInput(serializers.Serializer):
     password = serializers.CharField(max_length=4096, trim_whitespace=False)
 
 
-class AuthTokenThrottle(ScopedRateThrottle):
-    """`auth_token`, keyed on the client address (`NUM_PROXIES`); the rate is read per request."""
-
-    def get_rate(self) -> str | None:
-        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope or "")
-        return None if rate is None else str(rate)
+class AuthTokenThrottle(ScopedSettingsThrottle):
+    """`auth_token`, keyed on the client address (`NUM_PROXIES`)."""
 
 
 class AuthTokenView(APIView):

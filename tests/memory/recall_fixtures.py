@@ -124,6 +124,20 @@ ITEMS: list[dict[str, Any]] = [
         "tags": ["meetings"],
         "content": "Prefers meetings before noon and no meetings on Fridays.",
     },
+    {
+        "key": "staging_db",
+        "title": "Environments",
+        "category": "infrastructure",
+        "tags": ["infra"],
+        "content": "The staging database runs PostgreSQL 15 on port 5433.",
+    },
+    {
+        "key": "dog",
+        "title": "Pets",
+        "category": "personal",
+        "tags": ["family"],
+        "content": "The user's dog is called Biscuit and loves the beach.",
+    },
 ]
 
 

@@ -175,33 +175,27 @@ def test_bad_update_input_names_the_field(api_client, workflow, item):
 
 def test_bad_list_parameters_are_invalid_request(api_client, workflow, item):
     too_many = api_client.get(f"{_base(workflow)}/items", {"limit": 101})
-    no_words = api_client.get(f"{_base(workflow)}/items", {"query": "!!!"})
+    too_long = api_client.get(f"{_base(workflow)}/items", {"query": "x" * 2001})
     bad_cursor = api_client.get(f"{_base(workflow)}/items", {"query": "espresso", "cursor": "nope"})
 
     assert (too_many.status_code, list(too_many.json()["extra"]["fields"])) == (400, ["limit"])
-    assert (no_words.status_code, list(no_words.json()["extra"]["fields"])) == (400, ["query"])
+    assert (too_long.status_code, list(too_long.json()["extra"]["fields"])) == (400, ["query"])
     assert (bad_cursor.status_code, bad_cursor.json()["code"]) == (400, "invalid_cursor")
 
 
 def test_writes_are_throttled(api_client, workflow, settings):
-    from django.core.cache import cache
-
-    cache.clear()
-    rates = dict(settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], memory_write="2/min")
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates}
-    from rest_framework.settings import api_settings
-    from rest_framework.throttling import SimpleRateThrottle
-
-    api_settings.reload()
-    SimpleRateThrottle.THROTTLE_RATES = api_settings.DEFAULT_THROTTLE_RATES
-    try:
-        codes = [
-            api_client.post(f"{_base(workflow)}/items", {"content": f"n{i}"}, format="json").status_code
-            for i in range(3)
-        ]
-        read = api_client.get(f"{_base(workflow)}/items")
-    finally:
-        cache.clear()
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {
+            **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"],
+            "memory_write": "2/min",
+        },
+    }
+    codes = [
+        api_client.post(f"{_base(workflow)}/items", {"content": f"n{i}"}, format="json").status_code
+        for i in range(3)
+    ]
+    read = api_client.get(f"{_base(workflow)}/items")
 
     assert codes == [201, 201, 429]
     assert read.status_code == 200

@@ -88,6 +88,7 @@ def test_rebuild_memory_index_restores_fts_rows_and_vectors(
     if connection.vendor == "sqlite":
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM memory_item_fts")
+            cursor.execute("DELETE FROM memory_item_trigram")
         assert selectors.memory_recall(scope=scope, query="volvo").items == []
     assert selectors.memory_recall(scope=scope, query="automobile").items == []
 

@@ -7,11 +7,17 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memory import selectors, services
+from memory.fields import QUERY_MAX
+from memory.models import MemoryItem
 from opencompany.core.errors import ApplicationError
-from tests.memory.recall_fixtures import load_items
+from opencompany.core.gate import bad_char_message
+from tests.memory.recall_fixtures import ITEMS, load_items
 
 # (query, filters, expected keys best first)
 PARITY_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
@@ -25,18 +31,19 @@ PARITY_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("backend -design", {}, []),
     ("kyoto or osaka", {}, ["vacation"]),
     ('"green tea" or kyoto', {}, ["green_tea", "vacation"]),
-    ("standup or standing", {}, ["meetings", "espresso_title"]),
+    ("standup or standing", {}, ["espresso_title", "meetings"]),
     ("e-mail or kreuzberg", {}, ["cafes"]),
     ("roast*", {}, ["roasting"]),
     ("meet*", {}, ["meetings"]),
     ("pyth*", {}, ["languages"]),
     ("berlin*", {}, ["cafes"]),
-    ("run*", {}, ["running"]),
+    ("run*", {}, ["running", "staging_db"]),
     ("atlas", {}, ["atlas_deadline", "atlas_team"]),
-    ("atlas deadline", {}, ["atlas_deadline"]),
+    ("atlas deadline", {}, ["atlas_deadline", "atlas_team"]),
     ("weekends", {}, ["black_tea", "languages"]),
     ("allergic", {}, ["allergy"]),
     ("peanuts", {}, ["allergy"]),
+    ("peanut allergy", {}, ["allergy"]),
     ("birthday cake", {}, ["birthday"]),
     ("routine", {}, ["espresso_content", "running"]),
     ("morning", {}, ["espresso_content", "espresso_title"]),
@@ -48,6 +55,15 @@ PARITY_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("kilometres", {}, ["running"]),
     ("february", {}, ["atlas_deadline"]),
     ("double shot", {}, ["espresso_title"]),
+    ("morning coffee", {}, ["espresso_title", "espresso_content", "roasting", "cafes", "cup_of_coffee"]),
+    ("green coffee beans", {}, ["roasting", "green_tea", "cafes", "espresso_title", "cup_of_coffee"]),
+    ("staging postgres", {}, ["staging_db"]),
+    ("postgresql", {}, ["staging_db"]),
+    ("dog's name", {}, ["dog"]),
+    ("coff", {}, ["roasting", "cafes", "espresso_title", "cup_of_coffee"]),
+    ("meetin", {}, ["meetings"]),
+    ("expresso", {}, ["espresso_title", "espresso_content"]),
+    ("bisquit", {}, ["dog"]),
 ]
 
 
@@ -157,22 +173,251 @@ def test_item_that_expires_later_disappears_once_its_time_passes(scope, monkeypa
     assert selectors.memory_recall(scope=scope, query="parking").items == []
 
 
-@pytest.mark.parametrize("query", ["!!!", "the and of", "-coffee", "  or  "])
-def test_query_without_searchable_words_is_invalid_request(scope, query):
+def test_every_result_says_why_it_matched(scope):
+    ids = load_items(scope)
+
+    page = selectors.memory_recall(scope=scope, query="staging postgres")
+
+    assert [(i["id"], i["match"], i["matched"], i["highlight"]) for i in page.items] == [
+        (ids["staging_db"], "all", ["staging", "postgres"], ["staging", "postgresql"])
+    ]
+    assert page.items[0]["score"] == pytest.approx(5.756155)
+
+
+def test_a_natural_question_finds_the_item_by_its_content_words(scope):
+    ids = load_items(scope)
+
+    page = selectors.memory_recall(scope=scope, query="What is my dog's name?")
+
+    assert [(i["id"], i["match"], i["matched"]) for i in page.items] == [(ids["dog"], "some", ["dog"])]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected", "highlight"),
+    [
+        ("bisquit", ["dog"], ["biscuit"]),
+        ("expresso", ["espresso_title", "espresso_content"], ["espresso"]),
+        ("kreuzburg", ["cafes"], ["kreuzberg"]),
+        ("blossms cherry", ["vacation"], ["cherry", "blossoms"]),
+    ],
+)
+def test_a_misspelled_word_of_five_letters_or_more_finds_its_item(scope, query, expected, highlight):
+    ids = load_items(scope)
+
+    page = selectors.memory_recall(scope=scope, query=query)
+
+    assert [i["id"] for i in page.items] == [ids[key] for key in expected]
+    assert {i["match"] for i in page.items} == {"fuzzy"}
+    assert page.items[0]["highlight"] == highlight
+
+
+@pytest.mark.parametrize("query", ["kyto", "teaa", "5434"])
+def test_a_word_shorter_than_five_letters_or_with_digits_gets_no_typo_tolerance(scope, query):
+    load_items(scope)
+
+    assert selectors.memory_recall(scope=scope, query=query).items == []
+
+
+def test_a_word_that_matches_as_written_is_not_also_matched_by_its_typos(scope):
+    barking = services.memory_remember(scope=scope, content="Barking dogs next door", actor="owner:1").memory
+    parking = services.memory_remember(scope=scope, content="Parking at the mall", actor="owner:1").memory
+
+    as_written = selectors.memory_recall(scope=scope, query="barking")
+    misspelled = selectors.memory_recall(scope=scope, query="darking")
+
+    assert [(i["id"], i["match"]) for i in as_written.items] == [(barking["id"], "all")]
+    assert [(i["id"], i["match"]) for i in misspelled.items] == [
+        (parking["id"], "fuzzy"),
+        (barking["id"], "fuzzy"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("query", "highlight"), [("coff", ["coffee"]), ("cof", ["coffee"]), ("Coff", ["coffee"])]
+)
+def test_the_last_word_as_typed_matches_words_it_begins(scope, query, highlight):
+    ids = load_items(scope)
+
+    page = selectors.memory_recall(scope=scope, query=query)
+
+    assert [i["id"] for i in page.items] == [
+        ids[k] for k in ("roasting", "cafes", "espresso_title", "cup_of_coffee")
+    ]
+    assert (page.items[0]["match"], page.items[0]["matched"], page.items[0]["highlight"]) == (
+        "all",
+        [query.lower()],
+        highlight,
+    )
+
+
+def test_a_word_of_four_letters_or_more_matches_the_compound_it_begins(scope):
+    ids = load_items(scope)
+
+    page = selectors.memory_recall(scope=scope, query="postgres staging")
+
+    assert [(i["id"], i["match"], i["matched"]) for i in page.items] == [
+        (ids["staging_db"], "fuzzy", ["postgres", "staging"])
+    ]
+
+
+def test_an_item_matching_every_word_ranks_above_one_matching_some_even_when_it_scores_less(scope):
+    short = services.memory_remember(
+        scope=scope, content="Zebra.", title="Zebra", tags=["zebra"], actor="owner:1"
+    ).memory
+    both = services.memory_remember(
+        scope=scope,
+        content="At the zoo we watched a zebra eat lettuce for lunch while the keeper talked about "
+        "feeding schedules, water troughs and the long walk the herd makes every morning.",
+        actor="owner:1",
+    ).memory
+    for n in range(3):
+        services.memory_remember(scope=scope, content=f"Lunch plan {n}: soup", actor="owner:1")
+
+    page = selectors.memory_recall(scope=scope, query="zebra lunch")
+
+    assert [(i["id"], i["match"]) for i in page.items[:2]] == [(both["id"], "all"), (short["id"], "some")]
+    assert page.items[1]["score"] > page.items[0]["score"]
+
+
+def test_rarer_words_weigh_more(scope):
+    common = [
+        services.memory_remember(scope=scope, content=f"Coffee note {n}", actor="owner:1").memory["id"]
+        for n in range(5)
+    ]
+    rare = services.memory_remember(scope=scope, content="Kyoto note", actor="owner:1").memory["id"]
+
+    page = selectors.memory_recall(scope=scope, query="coffee kyoto")
+
+    assert [i["id"] for i in page.items] == [rare, *reversed(common)]
+    assert {i["match"] for i in page.items} == {"some"}
+
+
+@pytest.mark.parametrize(
+    "query", ["what do you remember about me?", "anything?", "!!!", "the and of", "  or  "]
+)
+def test_a_query_without_searchable_words_answers_the_most_recently_updated_items(scope, query):
+    ids = load_items(scope)
+    espresso = selectors.memory_get(scope=scope, memory_id=ids["espresso_title"])
+    services.memory_update(
+        scope=scope,
+        memory_id=espresso["id"],
+        expected_version=1,
+        patch={"title": "Espresso"},
+        actor="owner:1",
+    )
+
+    page = selectors.memory_recall(scope=scope, query=query, limit=3)
+
+    assert [i["id"] for i in page.items] == [ids["espresso_title"], ids["dog"], ids["staging_db"]]
+    assert [(i["match"], i["matched"], i["score"], i["highlight"]) for i in page.items] == [
+        ("recent", [], 0.0, [])
+    ] * 3
+    assert page.retrieval == "recent"
+    assert page.next_cursor is not None
+
+
+def test_recent_answers_page_to_the_end_newest_first(scope):
+    ids = load_items(scope)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = selectors.memory_recall(scope=scope, query="anything?", limit=4, cursor=cursor)
+        seen.extend(i["id"] for i in page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+
+    active = [ids[k] for k in ids if k != "expired_espresso"]
+    assert seen == list(reversed(active))
+
+
+def test_recent_answers_leave_out_what_the_query_excludes(scope):
+    ids = load_items(scope)
+
+    page = selectors.memory_recall(scope=scope, query="-coffee -tea", limit=100)
+
+    coffee_or_tea = {
+        "espresso_title",
+        "cafes",
+        "roasting",
+        "cup_of_coffee",
+        "green_tea",
+        "black_tea",
+        "expired_espresso",
+    }
+    assert [i["id"] for i in page.items] == [ids[k] for k in reversed(list(ids)) if k not in coffee_or_tea]
+
+
+@pytest.mark.parametrize("query", ["", "   ", "x" * (QUERY_MAX + 1)])
+def test_a_blank_or_over_long_query_is_invalid_request(scope, query):
     load_items(scope)
 
     with pytest.raises(ApplicationError) as exc:
         selectors.memory_recall(scope=scope, query=query)
 
     assert exc.value.code == "invalid_request"
-    assert "query" in exc.value.extra["fields"]
+    assert list(exc.value.extra["fields"]) == ["query"]
+
+
+def test_a_forged_cursor_position_is_invalid_cursor(scope):
+    from opencompany.core.pagination import make_cursor
+
+    load_items(scope)
+    query = "coffee or tea"
+    forged = make_cursor(salt="memory", bound_to=[scope.namespace, "fts", query, [], []], position=["x", 1])
+
+    with pytest.raises(ApplicationError) as exc:
+        selectors.memory_recall(scope=scope, query=query, cursor=forged)
+
+    assert exc.value.code == "invalid_cursor"
 
 
 def test_fts_syntax_characters_in_a_query_are_searched_as_words_not_executed(scope):
     ids = load_items(scope)
 
     page = selectors.memory_recall(scope=scope, query='peanuts) OR NEAR(" title:* ^tea')
+    near = selectors.memory_recall(scope=scope, query='NEAR("tea" "green") title:tea')
 
-    # peanuts | (near & "title tea"): FTS5/tsquery operators in the text are only words here.
+    # peanuts, or (near and the phrase "title tea"): operators of FTS5 and tsquery are only words here.
     assert [i["id"] for i in page.items] == [ids["allergy"]]
-    assert selectors.memory_recall(scope=scope, query='NEAR("tea" "green") title:tea').items == []
+    assert [(i["id"], i["matched"]) for i in near.items] == [
+        (ids["green_tea"], ["tea", "green"]),
+        (ids["black_tea"], ["tea"]),
+        (ids["roasting"], ["green"]),
+        (ids["atlas_team"], ["tea"]),
+    ]
+
+
+_SYNTAX = st.sampled_from(
+    [*"\"-*()^:~{}[]|&!<>'/+.,?%_\x00 ", "or", "OR", "AND", "NOT", "NEAR", "title:", "e-mail"]
+)
+_QUERIES = st.one_of(
+    st.text(max_size=200),
+    st.lists(
+        st.one_of(_SYNTAX, st.text(alphabet="abcdeiklmnoprstuy", min_size=1, max_size=12)), max_size=30
+    ).map("".join),
+    st.text(min_size=QUERY_MAX - 5, max_size=QUERY_MAX + 5, alphabet='ab "-'),
+)
+
+
+@pytest.fixture
+def loaded_scope(scope):
+    load_items(scope)
+    return scope
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_QUERIES)
+def test_any_text_is_answered_or_refused_with_a_clear_code_never_a_database_error(loaded_scope, text):
+    # Blank, over-long, or holding a character no database column stores (a NUL, a lone surrogate).
+    if not text.strip() or len(text) > QUERY_MAX or bad_char_message(text) is not None:
+        with pytest.raises(ApplicationError) as exc:
+            selectors.memory_recall(scope=loaded_scope, query=text, limit=5)
+        assert exc.value.code == "invalid_request"
+    else:
+        page = selectors.memory_recall(scope=loaded_scope, query=text, limit=5)
+        assert len(page.items) <= 5
+        assert {i["match"] for i in page.items} <= {"all", "some", "fuzzy", "recent"}
+    with connection.cursor() as cursor:  # the connection is still usable: no aborted transaction
+        cursor.execute("SELECT 1")
+    assert MemoryItem.objects.filter(namespace=loaded_scope.namespace).count() == len(ITEMS)

@@ -223,7 +223,9 @@ class OfflineProvider:
                     return "I don't have anything remembered yet.", []
                 return f"I don't remember anything about {_quote(query)}.", []
             lines = "\n".join(f"- {item.get('content', '')}" for item in items)
-            head = "Here is what I remember" + (f" about {_quote(query)}" if query else "")
+            # Recall answers a question without content words with the latest items ("match": "recent").
+            topical = query and any(item.get("match") != "recent" for item in items)
+            head = "Here is what I remember" + (f" about {_quote(query)}" if topical else "")
             return f"{head}:\n{lines}", []
         if name == "memory" and operation == "forget":
             forgotten = ""

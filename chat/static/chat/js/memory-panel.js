@@ -1,7 +1,32 @@
-// The Memory panel: search, edit, forget and clear through the Memory API.
+// The Memory panel: search, edit, forget and clear through the Memory API. Search results say how
+// they matched and mark the words that matched.
 
 import { api } from "./api.js";
 import { confirmAction, debounce, formatWhen, h } from "./dom.js";
+
+const MATCH_LABELS = {
+  all: "all words",
+  some: "some words",
+  fuzzy: "close match",
+  recent: "recent",
+  similar: "similar meaning",
+};
+
+// The text as nodes, with each whole-word occurrence of `words` (lower-cased) in a <mark>.
+function marked(text, words) {
+  if (!words || !words.length) return [text];
+  const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(${escaped.join("|")})(?![\\p{L}\\p{N}])`, "giu");
+  const nodes = [];
+  let last = 0;
+  for (const found of text.matchAll(pattern)) {
+    if (found.index > last) nodes.push(text.slice(last, found.index));
+    nodes.push(h("mark", { class: "memory-hit", text: found[0] }));
+    last = found.index + found[0].length;
+  }
+  if (last < text.length) nodes.push(text.slice(last));
+  return nodes;
+}
 
 export class MemoryPanel {
   constructor(page) {
@@ -46,11 +71,14 @@ export class MemoryPanel {
     try {
       const page = await api("GET", `${this.base}/items?${params}`);
       this.items = page.results || [];
-      this.status.textContent = this.query
-        ? `${this.items.length} match${this.items.length === 1 ? "" : "es"} for “${this.query}”${page.degraded ? " (keyword search only)" : ""}.`
-        : this.items.length
+      const n = this.items.length;
+      this.status.textContent = !this.query
+        ? n
           ? ""
-          : "Nothing remembered yet. Ask “remember that …”.";
+          : "Nothing remembered yet. Ask “remember that …”."
+        : page.retrieval === "recent"
+          ? `“${this.query}” has no words to search for: the ${n} most recent item${n === 1 ? "" : "s"}.`
+          : `${n} match${n === 1 ? "" : "es"} for “${this.query}”${page.degraded ? " (keyword search only)" : ""}.`;
       this.render();
     } catch (error) {
       this.status.textContent = error.message || "Memory could not be loaded.";
@@ -118,9 +146,14 @@ export class MemoryPanel {
       li.append(form);
       return li;
     }
-    if (item.title) li.append(h("p", { class: "memory-title", text: item.title }));
-    li.append(h("p", { class: "memory-content", text: item.content }));
+    const words = item.highlight || [];
+    if (item.title) li.append(h("p", { class: "memory-title" }, ...marked(item.title, words)));
+    li.append(h("p", { class: "memory-content" }, ...marked(item.content, words)));
     const meta = h("p", { class: "memory-meta" });
+    if (item.match) {
+      const matched = item.matched && item.matched.length ? `Matched: ${item.matched.join(", ")}` : null;
+      meta.append(h("span", { class: "chip chip-match", "data-match": item.match, title: matched, text: MATCH_LABELS[item.match] || item.match }));
+    }
     meta.append(h("span", { class: "chip chip-category", text: item.category || "uncategorized" }));
     for (const tag of item.tags || []) meta.append(h("span", { class: "chip", text: `#${tag}` }));
     meta.append(h("span", { class: "muted", text: item.expires_at ? `expires ${formatWhen(item.expires_at)}` : "no expiry" }));

@@ -1,0 +1,469 @@
+"""The full-text backends: what each database answers for recall, compiled from the parsed query.
+
+This module and the migrations are the only places that know PostgreSQL from SQLite. Each backend
+answers the same three questions, and `memory.search.scoring` ranks the answers the same way:
+
+- `find`: the items in scope that match any query word as written (its Porter stem), as a prefix
+  (the last word as typed, `word*`, or a compound part for words of four letters or more) or a
+  quoted phrase, each with how every word matched, plus per word the number of items in scope that
+  match it;
+- `find_tolerant`: items that may hold a typo of a word no item matches as written (trigram
+  candidates, checked word by word in Python);
+- `recent`: the most recently updated items, for a query without searchable words.
+
+PostgreSQL: a stored generated `tsvector` (`search`, text search configuration `memory_porter`:
+Porter stems of every word, punctuation read as spaces) with a GIN index, and a `pg_trgm`
+GIN index over `(namespace, item text)`. SQLite: FTS5 tables `memory_item_fts` (porter + unicode61)
+and `memory_item_trigram` (trigram tokenizer), kept by triggers in the writing transaction. Query
+words are runs of letters and digits, quoted for each syntax, and always bound as parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from django.db import connection
+
+from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
+from memory.search.query import RecallQuery, Term
+from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate
+from opencompany.core.db import hot_fetchall
+
+FTS_TABLE = "memory_item_fts"
+TRIGRAM_TABLE = "memory_item_trigram"
+PG_CONFIG = "memory_porter"
+CANDIDATES = 200  # items ranked per query: the best-covered ones, newest first among equals
+TOLERANT_CANDIDATES = 100
+TRIGRAM_THRESHOLD = 0.3  # pg_trgm word similarity a typo candidate needs (most one-typo words reach it)
+
+ITEM_TABLE = "memory_memoryitem"
+NAMESPACE_TABLE = "memory_memorynamespace"
+
+
+@dataclass(frozen=True)
+class Filters:
+    namespace: str
+    now: datetime
+    categories: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+
+@dataclass
+class Found:
+    candidates: list[Candidate]
+    df: dict[str, int]
+    total: int
+
+
+@dataclass
+class TolerantRow:
+    candidate: Candidate
+    title: str
+    labels: str
+    content: str
+
+
+# A match the backends compile: ("word", (w,)), ("prefix", (w,)) or ("phrase", (w1, w2, ...)).
+Match = tuple[str, tuple[str, ...]]
+
+
+def _term_match(term: Term) -> Match:
+    if term.is_phrase:
+        return ("phrase", term.words)
+    return ("prefix" if term.prefix else "word", term.words)
+
+
+class Backend(Protocol):
+    vendor: str
+
+    def cond(self, match: Match, *, field: str | None = None) -> tuple[str, list[Any]]: ...
+
+    def fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]: ...
+
+    def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]: ...
+
+    def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]: ...
+
+    def contains(self, text: str, namespace: str) -> tuple[str, list[Any]]: ...
+
+    def rebuild(self, item_ids: list[int] | None) -> int: ...
+
+
+def _filter_sql(filters: Filters, *, vendor: str) -> tuple[str, list[Any]]:
+    clauses = ["i.namespace = %s", "(i.expires_at IS NULL OR i.expires_at > %s)"]
+    params: list[Any] = [filters.namespace, filters.now]
+    if filters.categories:
+        clauses.append(f"i.category IN ({', '.join(['%s'] * len(filters.categories))})")
+        params.extend(filters.categories)
+    find = "strpos" if vendor == "postgresql" else "instr"
+    for tag in filters.tags:
+        clauses.append(f"{find}(i.tag_index, %s) > 0")
+        params.append(f"\x1f{tag}\x1f")
+    return " AND ".join(clauses), params
+
+
+def _and(parts: list[str]) -> str:
+    return "(" + " AND ".join(parts) + ")" if parts else "(1 = 1)"
+
+
+def _or(parts: list[str]) -> str:
+    return "(" + " OR ".join(parts) + ")" if parts else "(1 = 0)"
+
+
+def _negation_sql(backend: Backend, negatives: tuple[Term, ...]) -> tuple[str, list[Any]]:
+    parts, params = [], []
+    for term in negatives:
+        sql, p = backend.cond(_term_match(term))
+        parts.append(sql)
+        params += p
+    return "NOT " + _or(parts), params
+
+
+def _match_columns(backend: Backend, query: RecallQuery) -> tuple[list[tuple[str, str]], list[Any]]:
+    """`(alias, boolean SQL)` for every item that matches: e<i> (word i as written), x<i> (as a
+    prefix), p<j> (phrase j), g<k> (alternative k: its phrases present and nothing it excludes)."""
+    columns: list[tuple[str, str]] = []
+    params: list[Any] = []
+
+    def add(alias: str, sql_params: tuple[str, list[Any]]) -> None:
+        columns.append((alias, sql_params[0]))
+        params.extend(sql_params[1])
+
+    for i, word in enumerate(query.words):
+        add(f"e{i}", backend.cond(("word", (word.text,))))
+        if word.prefix or word.compound:
+            add(f"x{i}", backend.cond(("prefix", (word.text,))))
+    for j, phrase in enumerate(query.phrases):
+        add(f"p{j}", backend.cond(("phrase", phrase)))
+    for k, group in enumerate(query.groups):
+        parts: list[str] = []
+        group_params: list[Any] = []
+        for j in group.phrases:
+            sql, p = backend.cond(("phrase", query.phrases[j]))
+            parts.append(sql)
+            group_params += p
+        if group.negatives:
+            sql, p = _negation_sql(backend, group.negatives)
+            parts.append(sql)
+            group_params += p
+        add(f"g{k}", (_and(parts), group_params))
+    return columns, params
+
+
+FIELDS = ("title", "labels", "content")
+
+
+def _field_columns(backend: Backend, query: RecallQuery) -> tuple[list[tuple[str, str]], list[Any]]:
+    """`(alias, boolean SQL)` for the fields each word is found in: <field><i> (title, labels: tags
+    and category, content); computed only for the candidates kept."""
+    columns: list[tuple[str, str]] = []
+    params: list[Any] = []
+    for i, word in enumerate(query.words):
+        kind = "prefix" if (word.prefix or word.compound) else "word"
+        for name in FIELDS:
+            sql, p = backend.cond((kind, (word.text,)), field=name)
+            columns.append((f"{name}{i}", sql))
+            params += p
+    return columns, params
+
+
+def _candidate(query: RecallQuery, row: dict[str, Any]) -> Candidate:
+    words: dict[int, str] = {}
+    fields: dict[int, set[str]] = {}
+    for i, word in enumerate(query.words):
+        if row.get(f"e{i}"):
+            words[i] = EXACT
+        elif row.get(f"x{i}"):
+            words[i] = PREFIX if word.prefix else COMPOUND
+        if i in words:
+            fields[i] = {name for name in FIELDS if row.get(f"{name}{i}")}
+    return Candidate(
+        pk=int(row["id"]),
+        length=int(row["len"] or 0),
+        words=words,
+        fields=fields,
+        phrases=frozenset(j for j in range(len(query.phrases)) if row.get(f"p{j}")),
+        groups=tuple(bool(row.get(f"g{k}")) for k in range(len(query.groups))),
+    )
+
+
+def _select(columns: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{sql} AS {alias}" for alias, sql in columns)
+
+
+def _word_matched(query: RecallQuery, i: int) -> str:
+    return f"(c.e{i} OR c.x{i})" if (query.words[i].prefix or query.words[i].compound) else f"c.e{i}"
+
+
+def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Found:
+    """Items in scope matching any word or phrase of the query (best-covered first, then newest),
+    with per-word and per-phrase match counts over all of them."""
+    backend = get_backend()
+    where, where_params = _filter_sql(filters, vendor=backend.vendor)
+    matches: list[Match] = [("word", (w.text,)) for w in query.words]
+    matches += [("prefix", (w.text,)) for w in query.words if w.prefix or w.compound]
+    matches += [("phrase", p) for p in query.phrases]
+    source, any_sql, any_params = backend.any_match(matches)
+    columns, column_params = _match_columns(backend, query)
+    fields, field_params = _field_columns(backend, query)
+    counts = [
+        (f"dw{i}", f"count(*) FILTER (WHERE {_word_matched(query, i)}) OVER ()")
+        for i in range(len(query.words))
+    ]
+    counts += [(f"dp{j}", f"count(*) FILTER (WHERE c.p{j}) OVER ()") for j in range(len(query.phrases))]
+    coverage = " + ".join(
+        [f"CASE WHEN {_word_matched(query, i)} THEN 1 ELSE 0 END" for i in range(len(query.words))]
+        + [f"CASE WHEN c.p{j} THEN 1 ELSE 0 END" for j in range(len(query.phrases))]
+    )
+    groups = _or([f"c.g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
+    kept = ["id", "len", *(alias for alias, _ in columns), *(alias for alias, _ in counts), "total"]
+    names = [*kept, *(alias for alias, _ in fields)]
+    # The fields each word is found in are read only for the candidates kept (joined back by id).
+    sql = (
+        f"SELECT {', '.join([*(f'm.{name}' for name in kept), *([_select(fields)] if fields else [])])} FROM ("  # noqa: S608 - fragments are ours, values bound
+        f"SELECT c.*, {_select(counts)}, ({coverage}) AS coverage, "
+        f"(SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s) AS total "
+        f"FROM (SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, {_select(columns)} "
+        f"FROM {source} WHERE {where} AND {any_sql}) c "
+        f"WHERE {groups} ORDER BY coverage DESC, c.id DESC LIMIT %s"
+        f") m JOIN {ITEM_TABLE} i ON i.id = m.id"
+    )
+    params = [*field_params, filters.namespace, *column_params, *where_params, *any_params, limit]
+    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(sql, params)]
+    df = {f"w{i}": 0 for i in range(len(query.words))} | {f"p{j}": 0 for j in range(len(query.phrases))}
+    if not rows:
+        return Found([], df, _namespace_total(filters.namespace))
+    first = rows[0]
+    df = {key: int(first[f"d{key}"]) for key in df}
+    return Found([_candidate(query, row) for row in rows], df, int(first["total"] or 0))
+
+
+def _namespace_total(namespace: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s", [namespace])  # noqa: S608
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def find_tolerant(
+    query: RecallQuery, word_ids: list[int], filters: Filters, *, limit: int = TOLERANT_CANDIDATES
+) -> list[TolerantRow]:
+    """Items in scope that may hold a typo of the words `word_ids` or a word they begin (newest first),
+    with their text: the caller checks each word of it. Candidates come from the trigram index: items
+    with a word of similar trigrams (PostgreSQL: pg_trgm word similarity of at least
+    `TRIGRAM_THRESHOLD`; SQLite: the items sharing the most trigrams), or containing the word typed."""
+    backend = get_backend()
+    where, where_params = _filter_sql(filters, vendor=backend.vendor)
+    parts: list[str] = []
+    tolerant_params: list[Any] = []
+    for i in word_ids:
+        word = query.words[i]
+        conditions = []
+        if word.edits:
+            conditions.append(backend.similar(word.text, filters.namespace))
+        elif word.surface_prefix:  # a longer word begins the words it is similar to
+            conditions.append(backend.contains(word.text, filters.namespace))
+        for sql, p in conditions:
+            parts.append(sql)
+            tolerant_params += p
+    columns, column_params = _match_columns(backend, query)
+    groups = _or([f"g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
+    names = ["id", "len", "title", "category", "tag_index", "body", *(alias for alias, _ in columns)]
+    sql = (
+        f"SELECT {', '.join(names)} FROM (SELECT i.id AS id, "  # noqa: S608 - fragments are ours, values bound
+        "length(i.content) + length(coalesce(i.title, '')) AS len, "
+        f"i.title AS title, i.category AS category, i.tag_index AS tag_index, i.content AS body, "
+        f"{_select(columns)} FROM {ITEM_TABLE} i WHERE {where} AND {_or(parts)}) c "
+        f"WHERE {groups} ORDER BY id DESC LIMIT %s"
+    )
+    params = [*column_params, *where_params, *tolerant_params, limit]
+    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(sql, params)]
+    return [
+        TolerantRow(
+            _candidate(query, row),
+            title=str(row["title"] or ""),
+            labels=f"{row['category'] or ''} {row['tag_index'] or ''}",
+            content=str(row["body"]),
+        )
+        for row in rows
+    ]
+
+
+def recent(
+    query: RecallQuery, filters: Filters, *, after: tuple[datetime, int] | None, limit: int
+) -> list[int]:
+    """Pks of the most recently updated items in scope (minus what the query excludes), newest
+    first by `(updated_at, id)`, after the keyset position `after`."""
+    backend = get_backend()
+    where, params = _filter_sql(filters, vendor=backend.vendor)
+    sql = f"SELECT i.id FROM {ITEM_TABLE} i WHERE {where}"  # noqa: S608 - fragments are ours, values bound
+    if query.negatives:
+        negation, negation_params = _negation_sql(backend, query.negatives)
+        sql += f" AND {negation}"
+        params += negation_params
+    if after is not None:
+        sql += " AND (i.updated_at < %s OR (i.updated_at = %s AND i.id < %s))"
+        at = connection.ops.adapt_datetimefield_value(after[0])
+        params += [at, at, after[1]]
+    sql += " ORDER BY i.updated_at DESC, i.id DESC LIMIT %s"
+    params.append(limit)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [int(row[0]) for row in cursor.fetchall()]
+
+
+# --- PostgreSQL ----------------------------------------------------------------------------------
+
+
+_PG_WEIGHTS = {"title": "A", "labels": "B", "content": "C"}
+
+
+def _pg_lexeme(word: str) -> str:
+    # Quoted, so the tsquery parser reads it as text; words hold no quote characters.
+    return f"'{word}'"
+
+
+def _pg_tsquery(match: Match) -> str:
+    kind, words = match
+    if kind == "phrase":
+        return " <-> ".join(_pg_lexeme(w) for w in words)
+    return _pg_lexeme(words[0]) + (":*" if kind == "prefix" else "")
+
+
+def padded_trigrams(word: str) -> list[str]:
+    """The trigrams of a word with a space on each side: a typo leaves at least one of them."""
+    padded = f" {word} "
+    return list(dict.fromkeys(padded[i : i + 3] for i in range(len(padded) - 2)))
+
+
+class PostgresBackend:
+    vendor = "postgresql"
+
+    def cond(self, match: Match, *, field: str | None = None) -> tuple[str, list[Any]]:
+        text = _pg_tsquery(match)
+        if field is not None:  # `search` weighs the title A, tags and category B, the content C
+            weight = _PG_WEIGHTS[field]
+            text = text + weight if text.endswith(":*") else f"{text}:{weight}"
+        return f"(i.search @@ to_tsquery('{PG_CONFIG}', %s))", [text]
+
+    def fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        # Prepared on the connection: these statements repeat with every recall.
+        return hot_fetchall(sql, params)
+
+    def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
+        text = " | ".join(f"({_pg_tsquery(m)})" for m in matches)
+        return f"{ITEM_TABLE} i", f"i.search @@ to_tsquery('{PG_CONFIG}', %s)", [text]
+
+    # Each condition is its own subquery, driven by the trigram index within the namespace.
+    def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('pg_trgm.word_similarity_threshold', %s, false)", [str(TRIGRAM_THRESHOLD)]
+            )
+        text = PG_TRIGRAM_TEXT.replace("i.", "j.")
+        sql = f"(i.id IN (SELECT j.id FROM {ITEM_TABLE} j WHERE j.namespace = %s AND %s <%% {text}))"  # noqa: S608 - our table, values bound
+        return sql, [namespace, word]
+
+    def contains(self, text: str, namespace: str) -> tuple[str, list[Any]]:
+        item_text = PG_TRIGRAM_TEXT.replace("i.", "j.")
+        sql = f"(i.id IN (SELECT j.id FROM {ITEM_TABLE} j WHERE j.namespace = %s AND {item_text} ILIKE %s))"  # noqa: S608 - our table, values bound
+        return sql, [namespace, f"%{text}%"]
+
+    def rebuild(self, item_ids: list[int] | None) -> int:
+        # The generated column and the expression index cannot drift from the rows.
+        from memory.models import MemoryItem
+
+        queryset = MemoryItem.objects.all()
+        if item_ids is not None:
+            queryset = queryset.filter(pk__in=item_ids)
+        return queryset.count()
+
+
+# --- SQLite --------------------------------------------------------------------------------------
+
+
+_FTS5_COLUMNS = {"title": "title : ", "labels": "{tags category} : ", "content": "content : "}
+
+
+def _fts5_phrase(words: tuple[str, ...]) -> str:
+    # Words are runs of letters/digits only, so a double-quoted string is always literal text.
+    return '"' + " ".join(words) + '"'
+
+
+def _fts5(match: Match) -> str:
+    kind, words = match
+    return _fts5_phrase(words) + ("*" if kind == "prefix" else "")
+
+
+class SqliteBackend:
+    vendor = "sqlite"
+
+    def cond(self, match: Match, *, field: str | None = None) -> tuple[str, list[Any]]:
+        text = (_FTS5_COLUMNS[field] if field is not None else "") + _fts5(match)
+        return f"(i.id IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s))", [text]  # noqa: S608 - our table, value bound
+
+    def fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+
+    def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
+        source = f"{FTS_TABLE} JOIN {ITEM_TABLE} i ON i.id = {FTS_TABLE}.rowid"
+        return source, f"{FTS_TABLE} MATCH %s", [" OR ".join(_fts5(m) for m in matches)]
+
+    def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
+        # Items sharing any trigram, the ones sharing the most (rarest) first: bm25 over trigrams.
+        expression = " OR ".join(f'"{piece}"' for piece in padded_trigrams(word))
+        sql = (
+            f"(i.id IN (SELECT t.rowid FROM {TRIGRAM_TABLE} t JOIN {ITEM_TABLE} j ON j.id = t.rowid "  # noqa: S608 - our tables, values bound
+            f"WHERE {TRIGRAM_TABLE} MATCH %s AND j.namespace = %s ORDER BY t.rank LIMIT {TOLERANT_CANDIDATES}))"
+        )
+        return sql, [expression, namespace]
+
+    def contains(self, text: str, namespace: str) -> tuple[str, list[Any]]:
+        return f"(i.id IN (SELECT rowid FROM {TRIGRAM_TABLE} WHERE {TRIGRAM_TABLE} MATCH %s))", [f'"{text}"']  # noqa: S608 - our table, value bound
+
+    def rebuild(self, item_ids: list[int] | None) -> int:
+        from memory.models import MemoryItem
+
+        queryset = MemoryItem.objects.all()
+        if item_ids is not None:
+            queryset = queryset.filter(pk__in=item_ids)
+        fts_select = (
+            "SELECT id, coalesce(title, ''), replace(tag_index, char(31), ' '), coalesce(category, ''), content "  # noqa: S608 - our table
+            f"FROM {ITEM_TABLE}"
+        )
+        fts_insert = f"INSERT INTO {FTS_TABLE}(rowid, title, tags, category, content) "
+        trigram_select = f"SELECT i.id, {sqlite_trigram_text('i')} FROM {ITEM_TABLE} i"  # noqa: S608
+        trigram_insert = f"INSERT INTO {TRIGRAM_TABLE}(rowid, text) "
+        with connection.cursor() as cursor:
+            if item_ids is None:
+                cursor.execute(f"DELETE FROM {FTS_TABLE}")  # noqa: S608 - our table names
+                cursor.execute(fts_insert + fts_select)
+                cursor.execute(f"DELETE FROM {TRIGRAM_TABLE}")  # noqa: S608
+                cursor.execute(trigram_insert + trigram_select)
+                return queryset.count()
+            pks = list(queryset.values_list("pk", flat=True))
+            for start in range(0, len(pks), 500):
+                chunk = pks[start : start + 500]
+                marks = ", ".join(["%s"] * len(chunk))
+                cursor.execute(f"DELETE FROM {FTS_TABLE} WHERE rowid IN ({marks})", chunk)  # noqa: S608
+                cursor.execute(f"{fts_insert}{fts_select} WHERE id IN ({marks})", chunk)
+                cursor.execute(f"DELETE FROM {TRIGRAM_TABLE} WHERE rowid IN ({marks})", chunk)  # noqa: S608
+                cursor.execute(f"{trigram_insert}{trigram_select} WHERE i.id IN ({marks})", chunk)
+        return len(pks)
+
+
+_BY_VENDOR: dict[str, type[Backend]] = {"postgresql": PostgresBackend, "sqlite": SqliteBackend}
+
+
+def get_backend() -> Backend:
+    """The default database's backend."""
+    return _BY_VENDOR[connection.vendor]()
+
+
+def fts_rebuild(*, item_ids: list[int] | None = None) -> int:
+    """Re-project items into the full-text tables (all items, or those pks); returns how many."""
+    return get_backend().rebuild(item_ids)
