@@ -12,7 +12,7 @@ from graphs.constants import GRAPH_VERSION
 from graphs.limits import GraphLimits, graph_limit_breach
 from graphs.models import Workflow
 from graphs.normalize import GraphShapeError, NormalizationResult, normalize_workflow_graph
-from graphs.validate import CONTEXT_TOPOLOGY_CODES, validate_workflow
+from graphs.validate import CONTEXT_TOPOLOGY_CODES, UNSUPPORTED_CONNECTION, validate_workflow
 from opencompany.core.errors import ApplicationError
 
 EMPTY_GRAPH: dict[str, Any] = {"graphVersion": GRAPH_VERSION, "nodes": [], "edges": []}
@@ -59,7 +59,8 @@ def graph_normalize(*, workflow_id: str, graph: Any) -> NormalizationResult:
 
 
 def _refuse_topology(result: NormalizationResult) -> Report:
-    """Full validation report; raises `invalid_context_topology` when a Context rule is broken."""
+    """Full validation report; raises `invalid_context_topology` when a Context rule is broken, else
+    `unsupported_connection` when a wire would do nothing at run time."""
     report = validate_workflow(result.graph)
     topology = [issue for issue in report["errors"] if issue["code"] in CONTEXT_TOPOLOGY_CODES]
     if topology:
@@ -67,6 +68,13 @@ def _refuse_topology(result: NormalizationResult) -> Report:
             errors.INVALID_CONTEXT_TOPOLOGY,
             "The graph breaks a Context rule: each agent may have at most one Context, and a Context serves one agent.",
             {"errors": topology, "aliases": result.aliases},
+        )
+    unsupported = [issue for issue in report["errors"] if issue["code"] == UNSUPPORTED_CONNECTION]
+    if unsupported:
+        raise ApplicationError(
+            errors.UNSUPPORTED_CONNECTION,
+            f"The graph has {len(unsupported)} connection(s) that would do nothing when it runs; remove them.",
+            {"errors": unsupported, "aliases": result.aliases},
         )
     return report
 
