@@ -86,8 +86,9 @@ class LegacyArtifact(models.Model):
 
 class ContextArchiveOutbox(models.Model):
     """Written in the same transaction as a graph change that removes a Context (or deletes the
-    workflow); drained by the registered archivers; retried until done. Survives the workflow row,
-    so it names the workflow by id, not by foreign key."""
+    workflow); drained by the registered archivers; retried until done, a failed row no sooner than
+    `next_attempt_at` (backoff) by the periodic drain. Survives the workflow row, so it names the
+    workflow by id, not by foreign key."""
 
     class State(models.TextChoices):
         PENDING = "pending", "pending"
@@ -108,10 +109,20 @@ class ContextArchiveOutbox(models.Model):
     result = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(
+        null=True, blank=True, help_text="A failed row is retried from this time on (empty: at once)."
+    )
 
     class Meta:
         ordering = ["created_at", "id"]
-        indexes = [models.Index(fields=["workflow_id", "state"], name="ctxarc_workflow_state")]
+        indexes = [
+            models.Index(fields=["workflow_id", "state"], name="ctxarc_workflow_state"),
+            models.Index(
+                fields=["next_attempt_at", "created_at"],
+                name="ctxarc_pending_due",
+                condition=Q(state="pending"),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} {self.workflow_id}/{self.context_node_id} {self.state}"

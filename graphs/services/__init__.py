@@ -20,13 +20,15 @@ from graphs.services.crud import (
     workflow_save,
 )
 from graphs.services.lifecycle import workflow_deploy, workflow_reset
-from graphs.services.outbox import outbox_drain
+from graphs.services.outbox import outbox_drain, outbox_drain_due, outbox_next_due
 
 __all__ = [
     "EMPTY_GRAPH",
     "GraphWrite",
     "graph_normalize",
     "outbox_drain",
+    "outbox_drain_due",
+    "outbox_next_due",
     "workflow_add_subagent",
     "workflow_create",
     "workflow_create_report",

@@ -15,6 +15,7 @@ from django.db import transaction
 
 from chat.watchdog import start_in_process_watchdog
 from graphs import services as graph_services
+from graphs.drainer import start_in_process_outbox_drain
 from graphs.models import Workflow
 
 DEMO_USERNAME = "demo"
@@ -118,4 +119,5 @@ class Command(BaseCommand):
         if options["no_serve"]:
             return
         start_in_process_watchdog()  # the embedded default runs the chat watchdog in-process
+        start_in_process_outbox_drain()  # and the periodic Context archive drain
         call_command("runserver", addr, use_reloader=False)
