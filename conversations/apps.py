@@ -6,12 +6,17 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Agent conversations (Context)"
 
     def ready(self) -> None:
-        from conversations.services import conversations_archive_for_reset, conversations_archive_for_workflow
+        from conversations.services import (
+            conversations_archive_for_reset,
+            conversations_archive_for_workflow,
+            conversations_owner_change_hook,
+        )
         from conversations.store import conversation_store_use, store_for_database
         from conversations.tools import register_notes_tool
-        from graphs.hooks import register_context_archiver, register_reset_hook
+        from graphs.hooks import register_context_archiver, register_owner_change_hook, register_reset_hook
 
         conversation_store_use(store_for_database())
         register_context_archiver("conversations", conversations_archive_for_workflow)
         register_reset_hook("conversations", conversations_archive_for_reset)
+        register_owner_change_hook("conversations", conversations_owner_change_hook)
         register_notes_tool()

@@ -5,6 +5,10 @@
   again). Return a small JSON-safe dict of counts.
 - Reset hooks: called inside Reset's transaction with a `ResetContext`; return a JSON-safe dict of
   what they did, recorded on the closed deployment's `reset_report`.
+- Owner-change hooks: called inside `workflow_change_owner`'s transaction (the workflow row locked)
+  with an `OwnerChange`; each moves what its app keys by the workflow's owner to the new owner, or
+  raises an `ApplicationError` to refuse the change (everything rolls back). Return a JSON-safe dict
+  of counts.
 """
 
 from __future__ import annotations
@@ -22,11 +26,20 @@ class ResetContext:
     graph: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class OwnerChange:
+    workflow_id: str
+    old_owner_id: int
+    new_owner_id: int
+
+
 ContextArchiver = Callable[..., dict[str, Any]]
 ResetHook = Callable[[ResetContext], dict[str, Any]]
+OwnerChangeHook = Callable[[OwnerChange], dict[str, Any]]
 
 _archivers: dict[str, ContextArchiver] = {}
 _reset_hooks: dict[str, ResetHook] = {}
+_owner_change_hooks: dict[str, OwnerChangeHook] = {}
 
 
 def register_context_archiver(name: str, archiver: ContextArchiver) -> None:
@@ -43,3 +56,11 @@ def context_archivers() -> dict[str, ContextArchiver]:
 
 def reset_hooks() -> dict[str, ResetHook]:
     return dict(_reset_hooks)
+
+
+def register_owner_change_hook(name: str, hook: OwnerChangeHook) -> None:
+    _owner_change_hooks[name] = hook
+
+
+def owner_change_hooks() -> dict[str, OwnerChangeHook]:
+    return dict(_owner_change_hooks)

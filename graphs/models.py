@@ -2,6 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from graphs.constants import WORKFLOW_NAME_MAX
 from opencompany.core.ids import mint_id
 
 
@@ -16,7 +17,7 @@ def _outbox_id() -> str:
 class Workflow(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=_workflow_id, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workflows")
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=WORKFLOW_NAME_MAX)
     graph = models.JSONField(default=dict, blank=True)
     graph_version = models.PositiveIntegerField(default=2)
     revision = models.PositiveIntegerField(default=1)

@@ -6,7 +6,8 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self) -> None:
-        from graphs.hooks import register_reset_hook
+        from graphs.hooks import register_owner_change_hook, register_reset_hook
+        from memory.services import memory_owner_change_hook
         from memory.store import memory_store_use, store_for_database
         from memory.tools import MEMORY_TOOL, memory_reset_hook
         from opencompany.llm.tools import register_tool
@@ -14,3 +15,4 @@ class MemoryConfig(AppConfig):
         memory_store_use(store_for_database())
         register_tool(MEMORY_TOOL)
         register_reset_hook("memory", memory_reset_hook)
+        register_owner_change_hook("memory", memory_owner_change_hook)

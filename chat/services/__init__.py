@@ -25,6 +25,7 @@ from chat.services._common import (
     run_started_event,
 )
 from chat.services.branches import chat_clear, chat_edit, chat_feedback, chat_retry, chat_switch
+from chat.services.owner import chat_owner_change_hook
 from chat.services.runs import (
     RunBegun,
     chat_end_run,
@@ -53,6 +54,7 @@ __all__ = [
     "chat_edit",
     "chat_end_run",
     "chat_feedback",
+    "chat_owner_change_hook",
     "chat_reset_hook",
     "chat_retry",
     "chat_send",

@@ -18,6 +18,7 @@ from conversations.services.archive import (
     conversation_clear,
     conversations_archive_for_reset,
     conversations_archive_for_workflow,
+    conversations_owner_change_hook,
 )
 from conversations.services.conversation import conversation_append, conversation_rewind, conversation_save
 from conversations.services.snapshots import (
@@ -42,5 +43,6 @@ __all__ = [
     "conversation_save",
     "conversations_archive_for_reset",
     "conversations_archive_for_workflow",
+    "conversations_owner_change_hook",
     "notes_read",
 ]

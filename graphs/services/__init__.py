@@ -4,13 +4,14 @@ Every entry point owns its transaction, and every graph passes the limits check 
 it is validated or stored.
 
 Modules: `_common` (the write report, the limits check, normalization, the refusals), `crud` (create,
-save, get, delete, import, export, add-subagent), `lifecycle` (deploy and reset: generations), `outbox`
+save, get, delete, owner change, import, export, add-subagent), `lifecycle` (deploy and reset: generations), `outbox`
 (enqueue and drain of the Context archive outbox). Import the public names from this package.
 """
 
-from graphs.services._common import EMPTY_GRAPH, GraphWrite, graph_normalize
+from graphs.services._common import EMPTY_GRAPH, GraphWrite, clean_workflow_name, graph_normalize
 from graphs.services.crud import (
     workflow_add_subagent,
+    workflow_change_owner,
     workflow_create,
     workflow_create_report,
     workflow_delete,
@@ -25,11 +26,13 @@ from graphs.services.outbox import outbox_drain, outbox_drain_due, outbox_next_d
 __all__ = [
     "EMPTY_GRAPH",
     "GraphWrite",
+    "clean_workflow_name",
     "graph_normalize",
     "outbox_drain",
     "outbox_drain_due",
     "outbox_next_due",
     "workflow_add_subagent",
+    "workflow_change_owner",
     "workflow_create",
     "workflow_create_report",
     "workflow_delete",

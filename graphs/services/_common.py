@@ -8,12 +8,12 @@ from typing import Any
 from django.conf import settings
 
 from graphs import errors
-from graphs.constants import GRAPH_VERSION
+from graphs.constants import GRAPH_VERSION, WORKFLOW_NAME_MAX
 from graphs.limits import GraphLimits, graph_limit_breach
 from graphs.models import Workflow
 from graphs.normalize import GraphShapeError, NormalizationResult, normalize_workflow_graph
 from graphs.validate import CONTEXT_TOPOLOGY_CODES, UNSUPPORTED_CONNECTION, validate_workflow
-from opencompany.core.errors import ApplicationError
+from opencompany.core.errors import ApplicationError, invalid
 
 EMPTY_GRAPH: dict[str, Any] = {"graphVersion": GRAPH_VERSION, "nodes": [], "edges": []}
 
@@ -28,6 +28,19 @@ class GraphWrite:
     aliases: dict[str, str] = field(default_factory=dict)
     warnings: list[dict[str, Any]] = field(default_factory=list)
     validation: Report = field(default_factory=lambda: {"errors": [], "warnings": []})
+
+
+def clean_workflow_name(name: Any) -> str:
+    """A workflow name as stored: a non-blank string of at most `WORKFLOW_NAME_MAX` characters, else
+    `invalid_request` naming the field (never cut short)."""
+    if not isinstance(name, str) or not name.strip():
+        raise invalid("A workflow needs a name.", {"name": ["May not be blank."]})
+    if len(name) > WORKFLOW_NAME_MAX:
+        raise invalid(
+            f"The name is {len(name)} characters long; at most {WORKFLOW_NAME_MAX} are kept.",
+            {"name": [f"At most {WORKFLOW_NAME_MAX} characters (this one has {len(name)})."]},
+        )
+    return name
 
 
 def _check_size(graph: Any) -> None:

@@ -8,7 +8,8 @@ revision for every applied version (and a tombstone for a removal), and (d) publ
 `memory.updated` and schedules embedding only after commit.
 
 Modules: `_common` (results, receipts, quota, revisions, the event), `remember`, `edits` (update, forget,
-clear), `maintenance` (expiry purge, receipt pruning, embeddings, index rebuild). Import the public names
+clear), `maintenance` (expiry purge, receipt pruning, embeddings, index rebuild), `owner` (namespaces
+follow a workflow to its new owner). Import the public names
 from this package.
 """
 
@@ -21,6 +22,7 @@ from memory.services.maintenance import (
     memory_purge_expired,
     memory_receipts_prune,
 )
+from memory.services.owner import memory_namespaces_move, memory_owner_change_hook
 from memory.services.remember import memory_remember
 
 __all__ = [
@@ -34,6 +36,8 @@ __all__ = [
     "memory_embed",
     "memory_forget",
     "memory_index_rebuild",
+    "memory_namespaces_move",
+    "memory_owner_change_hook",
     "memory_purge_expired",
     "memory_receipts_prune",
     "memory_remember",
