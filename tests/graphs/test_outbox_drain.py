@@ -84,17 +84,19 @@ def test_an_archive_whose_workflow_was_deleted_drains_on_the_next_periodic_run(
     row = ContextArchiveOutbox.objects.get(workflow_id=workflow.pk)
     assert (row.state, row.attempts, row.reason) == ("pending", 1, "workflow_deleted")
     assert row.last_error == "RuntimeError: archive store unavailable"
-    assert deleted_at + timedelta(seconds=30) <= row.next_attempt_at <= timezone.now() + timedelta(seconds=30)
+    due = row.next_attempt_at
+    assert due is not None
+    assert deleted_at + timedelta(seconds=30) <= due <= timezone.now() + timedelta(seconds=30)
     assert ConversationArchive.objects.filter(workflow_id=workflow.pk).exists() is False
 
     # Before the backoff has passed the periodic drain leaves the row alone.
-    assert services.outbox_drain_due(now=row.next_attempt_at - timedelta(seconds=1)) == {
+    assert services.outbox_drain_due(now=due - timedelta(seconds=1)) == {
         "completed": 0,
         "pending": 0,
     }
     assert ContextArchiveOutbox.objects.get(pk=row.pk).attempts == 1
 
-    monkeypatch.setattr(outbox, "timezone", _Clock(row.next_attempt_at + timedelta(seconds=1)))
+    monkeypatch.setattr(outbox, "timezone", _Clock(due + timedelta(seconds=1)))
     assert drain_outbox_task.call() == {"completed": 1, "pending": 0}
 
     row.refresh_from_db()
