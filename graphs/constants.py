@@ -57,6 +57,8 @@ TEAM_HANDLE_PREFIX: Final = "input-team"
 # --- limits of stored names (the model columns and every caller's validation use the same numbers) ----
 
 WORKFLOW_NAME_MAX: Final = 200
+# A node id is stored as the key of the node's conversation, Memory namespace and artifacts.
+NODE_ID_MAX: Final = 255
 
 # --- artifact kinds -------------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from graphs.constants import WORKFLOW_NAME_MAX
+from graphs.constants import NODE_ID_MAX, WORKFLOW_NAME_MAX
 from opencompany.core.ids import mint_id
 
 
@@ -67,9 +67,9 @@ class LegacyArtifact(models.Model):
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="legacy_artifacts")
     kind = models.CharField(max_length=32, default="legacy_partial")
-    memory_node_id = models.CharField(max_length=255)
-    agent_node_id = models.CharField(max_length=255)
-    context_node_id = models.CharField(max_length=255, blank=True)
+    memory_node_id = models.CharField(max_length=NODE_ID_MAX)
+    agent_node_id = models.CharField(max_length=NODE_ID_MAX)
+    context_node_id = models.CharField(max_length=NODE_ID_MAX, blank=True)
     markdown = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -102,7 +102,7 @@ class ContextArchiveOutbox(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=_outbox_id, editable=False)
     workflow_id = models.CharField(max_length=40, db_index=True)
     owner_id = models.BigIntegerField(db_index=True)
-    context_node_id = models.CharField(max_length=255)
+    context_node_id = models.CharField(max_length=NODE_ID_MAX)
     reason = models.CharField(max_length=20, choices=Reason.choices, default=Reason.CONTEXT_REMOVED)
     state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveIntegerField(default=0)

@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 
 from graphs import errors
-from graphs.constants import GRAPH_VERSION, WORKFLOW_NAME_MAX
+from graphs.constants import GRAPH_VERSION, NODE_ID_MAX, WORKFLOW_NAME_MAX
 from graphs.limits import GraphLimits, graph_limit_breach
 from graphs.models import Workflow
 from graphs.normalize import GraphShapeError, NormalizationResult, normalize_workflow_graph
@@ -66,9 +66,20 @@ def graph_normalize(*, workflow_id: str, graph: Any) -> NormalizationResult:
     """Limits check, then the normalization pipeline; bad shapes are `invalid_graph` (400)."""
     _check_size(graph)
     try:
-        return normalize_workflow_graph(workflow_id, graph)
+        result = normalize_workflow_graph(workflow_id, graph)
     except GraphShapeError as exc:
         raise ApplicationError(errors.INVALID_GRAPH, str(exc)) from exc
+    for node in result.graph.get("nodes", []):
+        node_id = str(node.get("id", ""))
+        if len(node_id) > NODE_ID_MAX:
+            # The id keys the node's conversation and Memory: refused, never cut short.
+            raise ApplicationError(
+                errors.INVALID_GRAPH,
+                f"A node id may be at most {NODE_ID_MAX} characters; '{node_id[:40]}…' has {len(node_id)} "
+                "(a shorter node type or number makes a shorter id).",
+                {"max_chars": NODE_ID_MAX, "chars": len(node_id)},
+            )
+    return result
 
 
 def _refuse_topology(result: NormalizationResult) -> Report:
