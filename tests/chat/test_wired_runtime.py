@@ -14,6 +14,7 @@ from chat.executor import execute_run, prepare_run
 from chat.models import ChatMessage, ChatRun
 from conversations.selectors import conversation_load
 from conversations.types import ConversationKey
+from graphs import services as graph_services
 from graphs.models import Workflow
 from memory.models import MemoryItem
 from memory.scope import memory_scope
@@ -208,3 +209,20 @@ def test_a_wire_into_a_port_without_behaviour_is_refused_at_save(
     ]
     stored = Workflow.objects.get(pk=workflow.pk)
     assert (stored.revision, stored.graph) == (workflow.revision, workflow.graph)
+
+
+def test_a_subagent_added_by_the_agent_builder_answers_as_a_tool_of_its_lead(owner: Any) -> None:
+    workflow = make_workflow(owner, team_graph(), deploy=False)
+    added = graph_services.workflow_add_subagent(
+        workflow=workflow, agent_node_id=node_id(workflow, "teamLead"), label="Scout"
+    )
+    graph_services.workflow_deploy(workflow=Workflow.objects.get(pk=workflow.pk))
+
+    run = send_and_run(workflow, "ask scout to check the weather")
+
+    scout_key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=added["node_id"])
+    assert [text_of(m) for m in conversation_load(key=scout_key)] == [
+        "check the weather",
+        "(Offline demo model) You said “check the weather”. This is the start of our conversation.",
+    ]
+    assert reply_of(run).startswith("Scout answered: (Offline demo model) You said “check the weather”.")

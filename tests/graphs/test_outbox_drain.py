@@ -3,6 +3,8 @@ worker's chain, the in-process drainer, `manage.py drain_outbox`) retries it, de
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -17,6 +19,7 @@ from conversations.models import AgentConversation, ConversationArchive
 from conversations.services import conversation_append
 from conversations.types import ConversationKey
 from graphs import services
+from graphs.drainer import run_outbox_drain_forever
 from graphs.hooks import _archivers, register_context_archiver
 from graphs.models import ContextArchiveOutbox
 from graphs.services import outbox
@@ -133,3 +136,25 @@ def test_drain_outbox_command_retries_due_rows_of_deleted_workflows(owner: Any, 
     call_command("drain_outbox", stdout=out)
     assert out.getvalue().strip() == "completed=1 pending=0"
     assert ContextArchiveOutbox.objects.get(workflow_id=workflow.pk).state == "done"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_in_process_drainer_retries_a_due_row_without_a_page_view(owner: Any, failing_once: Any) -> None:
+    workflow = make_workflow(owner, deploy=False)
+    services.workflow_delete(workflow=workflow)  # the drain after commit fails once: the row backs off
+    row = ContextArchiveOutbox.objects.get(workflow_id=workflow.pk)
+    assert (row.state, row.attempts) == ("pending", 1)
+    ContextArchiveOutbox.objects.filter(pk=row.pk).update(next_attempt_at=timezone.now())
+    stop = threading.Event()
+    worker = threading.Thread(target=run_outbox_drain_forever, args=(0.05, stop), daemon=True)
+
+    worker.start()
+    deadline = time.monotonic() + 10
+    while ContextArchiveOutbox.objects.get(pk=row.pk).state != "done" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    worker.join(timeout=5)
+
+    row.refresh_from_db()
+    assert (row.state, row.attempts) == ("done", 2)
+    assert worker.is_alive() is False
