@@ -160,6 +160,12 @@ class WorkflowAdmin(ServiceAdmin):
         for warning in [*written.warnings, *written.validation.get("warnings", [])][:5]:
             self.message_user(request, f"{warning.get('code')}: {warning.get('message')}", messages.WARNING)
 
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        # The delete service removes what goes with a workflow (generations, artifacts, the chat), rows
+        # staff may not delete one by one: permission to delete the workflow is the one needed.
+        deleted, model_count, _, protected = super().get_deleted_objects(objs, request)
+        return deleted, model_count, set(), protected
+
     def delete_model(self, request: HttpRequest, obj: Workflow) -> None:
         service_call(services.workflow_delete, workflow=obj)
 

@@ -48,6 +48,7 @@ def test_the_chat_services_never_import_the_executor() -> None:
         "chat.services",
         "chat.services._common",
         "chat.services.branches",
+        "chat.services.owner",
         "chat.services.runs",
         "chat.services.send",
     ]

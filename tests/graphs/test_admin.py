@@ -326,3 +326,24 @@ def test_a_user_who_owns_workflows_is_not_deleted_raw(client: Any, staff: Any, w
     assert client.post(url, {"post": "yes"}).status_code == 403
     assert get_user_model().objects.filter(pk=workflow.owner_id).exists() is True
     assert Workflow.objects.filter(pk=workflow.pk).exists() is True
+
+
+def test_deleting_a_deployed_workflow_in_the_admin_goes_through_the_service(
+    client: Any, staff: Any, workflow: Workflow, settings: Any
+) -> None:
+    settings.OPENCOMPANY_RUN_EXECUTOR = "manual"
+    chat_services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
+    client.force_login(staff)
+    url = reverse("admin:graphs_workflow_delete", args=[workflow.pk])
+
+    confirm = client.get(url)
+    response = client.post(url, {"post": "yes"})
+
+    assert confirm.status_code == 200
+    assert "Are you sure" in confirm.content.decode()
+    assert response.status_code == 302
+    assert Workflow.objects.filter(pk=workflow.pk).exists() is False
+    assert Deployment.objects.exists() is False
+    assert list(ContextArchiveOutbox.objects.values_list("workflow_id", "reason")) == [
+        (workflow.pk, "workflow_deleted")
+    ]

@@ -141,7 +141,7 @@ class OfflineProvider:
         memory = "memory"
         if (using := _USING.match(said)) and using["tool"].lower() in tools:
             memory, said = using["tool"].lower(), using["rest"].strip()
-        if m := _ASK.match(said):
+        if (m := _ASK.match(said)) and any(tool.startswith("ask_") for tool in tools):
             name = "ask_" + re.sub(r"[^a-z0-9]+", "_", m["who"].lower()).strip("_")
             if name not in tools:
                 return f"I have no teammate called {_quote(m['who'])} here.", []
