@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from graphs.specs import get_node_spec
@@ -119,3 +120,31 @@ def test_an_edge_without_a_target_handle_reaches_the_default_input() -> None:
 
     assert chat_agent(graph) == "agent"
     assert wired_sources(graph, node_id="agent", port="input-main") == ["trigger"]
+
+
+def test_generated_tool_names_are_valid_for_every_provider_whatever_the_labels() -> None:
+    graph = demo_graph(with_memory=False)
+    graph["nodes"][1]["type"] = "teamLead"
+    labels = ["Über-Forscher 🚀 " * 12, "!!!", "research", "research"]
+    for n, label in enumerate(labels, start=1):
+        graph["nodes"].append({"id": f"m{n}", "type": "aiAgent", "data": {"label": label}})
+        graph["edges"].append(edge(f"m{n}", "agent", "input-teammates"))
+        graph["nodes"].append({"id": f"mem{n}", "type": "simpleMemory", "data": {"label": label}})
+        graph["edges"].append(edge(f"mem{n}", "agent", "input-tools"))
+
+    names = [t.name for t in teammates(graph, lead="agent")] + [
+        t.name for t in wired_tools(graph, agent="agent")
+    ]
+
+    assert names[1:] == [
+        "ask_teammate",
+        "ask_research",
+        "ask_research_2",
+        "memory",
+        "memory_2",
+        "memory_3",
+        "memory_4",
+    ]
+    assert names[0].startswith("ask_ber_forscher_ber_forscher")
+    assert all(re.fullmatch(r"[a-z0-9_]{1,64}", name) for name in names)
+    assert len(set(names)) == len(names)
