@@ -6,7 +6,7 @@ import logging
 import threading
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
 from graphs.services import outbox_drain_due
 
@@ -18,16 +18,19 @@ def run_outbox_drain_forever(interval_s: float, stop: threading.Event | None = N
     """Drain the due outbox rows every `interval_s` seconds until `stop` is set; a failed pass is logged,
     never raised."""
     stop = stop or threading.Event()
-    while not stop.is_set():
-        try:
-            counts = outbox_drain_due()
-            if any(counts.values()):
-                logger.info("outbox drain %s", counts)
-        except Exception:
-            logger.exception("outbox drain pass failed")
-        finally:
-            close_old_connections()
-        stop.wait(interval_s)
+    try:
+        while not stop.is_set():
+            try:
+                counts = outbox_drain_due()
+                if any(counts.values()):
+                    logger.info("outbox drain %s", counts)
+            except Exception:
+                logger.exception("outbox drain pass failed")
+            finally:
+                close_old_connections()
+            stop.wait(interval_s)
+    finally:
+        connections.close_all()  # this thread's connections end with it
 
 
 def start_in_process_outbox_drain(interval_s: float | None = None) -> None:
