@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
@@ -47,7 +48,7 @@ def change_form(workflow: Workflow, **changes: Any) -> dict[str, Any]:
 
 
 def change_url(workflow: Workflow) -> str:
-    return reverse("admin:graphs_workflow_change", args=[workflow.pk])
+    return reverse("admin:graphs_workflow_change", args=[quote(workflow.pk)])
 
 
 def test_a_graph_that_breaks_a_context_rule_is_refused_with_the_validators_message(
@@ -275,7 +276,7 @@ def test_outbox_rows_cannot_be_deleted_and_retry_archive_drains_a_deleted_workfl
 
     assert (
         client.post(
-            reverse("admin:graphs_contextarchiveoutbox_delete", args=[row.pk]), {"post": "yes"}
+            reverse("admin:graphs_contextarchiveoutbox_delete", args=[quote(row.pk)]), {"post": "yes"}
         ).status_code
         == 403
     )
@@ -334,7 +335,7 @@ def test_deleting_a_deployed_workflow_in_the_admin_goes_through_the_service(
     settings.OPENCOMPANY_RUN_EXECUTOR = "manual"
     chat_services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
     client.force_login(staff)
-    url = reverse("admin:graphs_workflow_delete", args=[workflow.pk])
+    url = reverse("admin:graphs_workflow_delete", args=[quote(workflow.pk)])
 
     confirm = client.get(url)
     response = client.post(url, {"post": "yes"})

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.urls import reverse
 from django.utils import timezone
 
@@ -226,10 +227,13 @@ def test_namespaces_embeddings_and_revisions_are_read_only(
     namespace = MemoryNamespace.objects.get()
     revision = MemoryRevision.objects.get()
 
-    assert client.get(reverse("admin:memory_memorynamespace_change", args=[namespace.pk])).status_code == 200
+    assert (
+        client.get(reverse("admin:memory_memorynamespace_change", args=[quote(namespace.pk)])).status_code
+        == 200
+    )
     assert (
         client.post(
-            reverse("admin:memory_memorynamespace_delete", args=[namespace.pk]), {"post": "yes"}
+            reverse("admin:memory_memorynamespace_delete", args=[quote(namespace.pk)]), {"post": "yes"}
         ).status_code
         == 403
     )
