@@ -297,3 +297,42 @@ class ChatProcessAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_filter = ("role",)
     search_fields = ("name",)
     readonly_fields = ("name", "role", "started_at", "beat_at")
+
+
+@admin.register(ChatMessage)
+class ChatMessageAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Every chat message, searchable by its text (the thread page shows them as a tree)."""
+
+    list_display = ("uid", "workflow", "role", "kind", "status", "generation", "text_preview", "created_at")
+    list_filter = ("role", "status", "kind", "thread__home_workflow__owner")
+    search_fields = ("text", "uid", "run_id", "thread__home_workflow__id", "thread__home_workflow__name")
+    list_select_related = ("thread",)
+    fields = (
+        "thread",
+        "uid",
+        "parent_uid",
+        "role",
+        "kind",
+        "status",
+        "generation",
+        "run_id",
+        "client_message_id",
+        "error_code",
+        "error_message",
+        "text",
+        "meta_json",
+        "created_at",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="workflow")
+    def workflow(self, obj: ChatMessage) -> str:
+        return obj.thread.home_workflow_id
+
+    @admin.display(description="text")
+    def text_preview(self, obj: ChatMessage) -> str:
+        return _preview(obj.text)
+
+    @admin.display(description="meta")
+    def meta_json(self, obj: ChatMessage) -> str:
+        return pretty_json(obj.meta)

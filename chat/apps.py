@@ -8,13 +8,14 @@ class ChatConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, not at module level: they import models, which need the app registry.
         from chat.executor import dispatch_run
-        from chat.services import chat_reset_hook, run_dispatcher_register
+        from chat.services import chat_owner_change_hook, chat_reset_hook, run_dispatcher_register
         from chat.store import chat_store_for_default_database, chat_store_install
         from chat.watchdog import workers_health
-        from graphs.hooks import register_reset_hook
+        from graphs.hooks import register_owner_change_hook, register_reset_hook
         from opencompany.core.health import register_health_check
 
         chat_store_install(chat_store_for_default_database())
         run_dispatcher_register(dispatch=dispatch_run)
         register_reset_hook("chat", chat_reset_hook)
         register_health_check("workers", workers_health)
+        register_owner_change_hook("chat", chat_owner_change_hook)

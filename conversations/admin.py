@@ -1,4 +1,5 @@
-"""Staff views of the conversation store. Read-only; writes (clear, purge) go through services."""
+"""Staff views of the conversation store. Read-only; writes (Clear Context, the archive purge) run as
+actions through their services. Staff search finds message text inside the stored JSON."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
+from django.db.models.fields.json import KeyTransform
 from django.http import HttpRequest
 
 from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
 from conversations.selectors import conversation_fidelity
 from conversations.services import archive_purge, conversation_clear
 from conversations.types import ConversationKey
-from opencompany.core.admin import ReadOnlyMixin, pretty_json
+from opencompany.core.admin import ReadOnlyMixin, WorkflowIdFilter, pretty_json, search_json_text
 from opencompany.llm.fidelity import turn_fidelity
 from opencompany.llm.wire import text_of, tool_calls_of
 
@@ -41,7 +43,16 @@ def fidelity_label(wire: Any) -> str:
 
 
 class ReadOnlyAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    pass
+    json_search_field: str | None = None
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        if self.json_search_field and search_term.strip():
+            in_text = search_json_text(queryset, self.json_search_field, search_term.strip())
+            found = found | queryset.filter(pk__in=in_text.values("pk"))
+        return found, may_have_duplicates
 
 
 class ConversationMessageInline(admin.TabularInline):
@@ -85,7 +96,7 @@ class AgentConversationAdmin(ReadOnlyAdmin):
         "notes_count",
         "updated_at",
     )
-    list_filter = ("generation", "updated_at")
+    list_filter = ("owner", WorkflowIdFilter, "generation", "updated_at")
     search_fields = ("workflow_id", "agent_node_id", "owner__username")
     list_select_related = ("owner",)
     readonly_fields = (
@@ -128,7 +139,9 @@ class AgentConversationAdmin(ReadOnlyAdmin):
         turn = conversation_fidelity(key=key)
         return _label(turn) if turn is not None else "no assistant turn yet"
 
-    @admin.action(description="Clear (archive, then empty) the selected conversations")
+    @admin.action(
+        description="Clear Context (archive, then empty) of the selected conversations; Memory kept"
+    )
     def clear_conversations(self, request: HttpRequest, queryset: QuerySet[AgentConversation]) -> None:
         cleared = 0
         for row in queryset.order_by("workflow_id", "generation", "agent_node_id"):
@@ -143,7 +156,9 @@ class AgentConversationAdmin(ReadOnlyAdmin):
 class ConversationMessageAdmin(ReadOnlyAdmin):
     list_display = ("conversation", "seq", "role", "preview", "fidelity", "size", "created_at")
     list_select_related = ("conversation",)
+    list_filter = ("conversation__owner", "conversation__generation")
     search_fields = ("conversation__workflow_id", "conversation__agent_node_id", "digest")
+    json_search_field = "wire"
     readonly_fields = (
         "conversation",
         "seq",
@@ -172,9 +187,20 @@ class ConversationMessageAdmin(ReadOnlyAdmin):
 
 @admin.register(ConversationArchive)
 class ConversationArchiveAdmin(ReadOnlyAdmin):
-    list_display = ("workflow_id", "generation", "agent_node_id", "reason", "length", "bytes", "archived_at")
-    list_filter = ("reason", "archived_at")
+    list_display = (
+        "workflow_id",
+        "generation",
+        "agent_node_id",
+        "owner",
+        "reason",
+        "first_message",
+        "length",
+        "bytes",
+        "archived_at",
+    )
+    list_filter = ("reason", "owner", WorkflowIdFilter, "archived_at")
     search_fields = ("workflow_id", "agent_node_id", "owner__username")
+    json_search_field = "messages"
     list_select_related = ("owner",)
     readonly_fields = (
         "owner",
@@ -191,6 +217,19 @@ class ConversationArchiveAdmin(ReadOnlyAdmin):
     )
     exclude = ("messages", "notes")
     actions = ["purge_expired"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ConversationArchive]:
+        # The list reads only each archive's first message, not the whole transcript.
+        return (
+            super()
+            .get_queryset(request)
+            .defer("messages", "notes")
+            .annotate(first_wire=KeyTransform("0", "messages"))
+        )
+
+    @admin.display(description="first message")
+    def first_message(self, obj: ConversationArchive) -> str:
+        return message_preview(getattr(obj, "first_wire", None))
 
     @admin.display(description="messages")
     def messages_pretty(self, obj: ConversationArchive) -> str:
@@ -219,7 +258,7 @@ class BranchSnapshotAdmin(ReadOnlyAdmin):
         "bytes",
         "created_at",
     )
-    list_filter = ("generation",)
+    list_filter = ("owner", WorkflowIdFilter, "generation")
     search_fields = ("thread_key", "leaf_uid", "agent_node_id", "workflow_id")
     readonly_fields = (
         "owner",

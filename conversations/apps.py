@@ -10,13 +10,20 @@ class ConversationsConfig(AppConfig):
             conversations_archive_for_reset,
             conversations_archive_for_workflow,
             conversations_erase,
+            conversations_owner_change_hook,
         )
         from conversations.store import conversation_store_use, store_for_database
         from conversations.tools import register_notes_tool
-        from graphs.hooks import register_context_archiver, register_eraser, register_reset_hook
+        from graphs.hooks import (
+            register_context_archiver,
+            register_eraser,
+            register_owner_change_hook,
+            register_reset_hook,
+        )
 
         conversation_store_use(store_for_database())
         register_context_archiver("conversations", conversations_archive_for_workflow)
         register_reset_hook("conversations", conversations_archive_for_reset)
         register_eraser("conversations", conversations_erase)
+        register_owner_change_hook("conversations", conversations_owner_change_hook)
         register_notes_tool()

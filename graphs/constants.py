@@ -54,6 +54,12 @@ LEGACY_MEMORY_INPUT_HANDLE: Final = "input-memory"
 # Any target handle with this prefix is judged by the teammate rule, so misspellings get its message.
 TEAM_HANDLE_PREFIX: Final = "input-team"
 
+# --- limits of stored names (the model columns and every caller's validation use the same numbers) ----
+
+WORKFLOW_NAME_MAX: Final = 200
+# A node id is stored as the key of the node's conversation, Memory namespace and artifacts.
+NODE_ID_MAX: Final = 255
+
 # --- artifact kinds -------------------------------------------------------------------------------------
 
 LEGACY_PARTIAL_ARTIFACT: Final = "legacy_partial"

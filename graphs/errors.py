@@ -1,6 +1,7 @@
 """Error codes of the graphs app (stable API)."""
 
 INVALID_CONTEXT_TOPOLOGY = "invalid_context_topology"
+UNSUPPORTED_CONNECTION = "unsupported_connection"
 VALIDATION_FAILED = "validation_failed"
 REVISION_CONFLICT = "revision_conflict"
 GRAPH_TOO_LARGE = "graph_too_large"

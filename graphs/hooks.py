@@ -8,6 +8,10 @@
 - Erasers: called inside the transaction that deletes workflows with `(owner_id, workflow_ids)`
   (`workflow_ids=None`: everything the owner has, workflows gone earlier included); they delete every
   row they keep for those workflows, content and history alike. Return a JSON-safe dict of counts.
+- Owner-change hooks: called inside `workflow_change_owner`'s transaction (the workflow row locked)
+  with an `OwnerChange`; each moves what its app keys by the workflow's owner to the new owner, or
+  raises an `ApplicationError` to refuse the change (everything rolls back). Return a JSON-safe dict
+  of counts.
 """
 
 from __future__ import annotations
@@ -25,13 +29,22 @@ class ResetContext:
     graph: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class OwnerChange:
+    workflow_id: str
+    old_owner_id: int
+    new_owner_id: int
+
+
 ContextArchiver = Callable[..., dict[str, Any]]
 ResetHook = Callable[[ResetContext], dict[str, Any]]
 Eraser = Callable[..., dict[str, int]]
+OwnerChangeHook = Callable[[OwnerChange], dict[str, Any]]
 
 _archivers: dict[str, ContextArchiver] = {}
 _reset_hooks: dict[str, ResetHook] = {}
 _erasers: dict[str, Eraser] = {}
+_owner_change_hooks: dict[str, OwnerChangeHook] = {}
 
 
 def register_context_archiver(name: str, archiver: ContextArchiver) -> None:
@@ -56,3 +69,11 @@ def context_archivers() -> dict[str, ContextArchiver]:
 
 def reset_hooks() -> dict[str, ResetHook]:
     return dict(_reset_hooks)
+
+
+def register_owner_change_hook(name: str, hook: OwnerChangeHook) -> None:
+    _owner_change_hooks[name] = hook
+
+
+def owner_change_hooks() -> dict[str, OwnerChangeHook]:
+    return dict(_owner_change_hooks)

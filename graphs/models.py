@@ -2,6 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from graphs.constants import NODE_ID_MAX, WORKFLOW_NAME_MAX
 from opencompany.core.ids import mint_id
 
 
@@ -16,7 +17,7 @@ def _outbox_id() -> str:
 class Workflow(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=_workflow_id, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workflows")
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=WORKFLOW_NAME_MAX)
     graph = models.JSONField(default=dict, blank=True)
     graph_version = models.PositiveIntegerField(default=2)
     revision = models.PositiveIntegerField(default=1)
@@ -66,9 +67,9 @@ class LegacyArtifact(models.Model):
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="legacy_artifacts")
     kind = models.CharField(max_length=32, default="legacy_partial")
-    memory_node_id = models.CharField(max_length=255)
-    agent_node_id = models.CharField(max_length=255)
-    context_node_id = models.CharField(max_length=255, blank=True)
+    memory_node_id = models.CharField(max_length=NODE_ID_MAX)
+    agent_node_id = models.CharField(max_length=NODE_ID_MAX)
+    context_node_id = models.CharField(max_length=NODE_ID_MAX, blank=True)
     markdown = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -86,9 +87,10 @@ class LegacyArtifact(models.Model):
 
 class ContextArchiveOutbox(models.Model):
     """Written in the same transaction as a graph change that removes a Context; drained by the
-    registered archivers; retried until done. Names the workflow by id, not by foreign key, so a row
-    still pending when its workflow is deleted does not block the delete (the delete removes it).
-    The `workflow_deleted` reason is no longer written and stays a valid choice for stored rows."""
+    registered archivers; retried until done, a failed row no sooner than `next_attempt_at` (backoff) by
+    the periodic drain. Names the workflow by id, not by foreign key, so a row still pending when its
+    workflow is deleted does not block the delete (the delete removes it). The `workflow_deleted` reason
+    is no longer written and stays a valid choice for stored rows."""
 
     class State(models.TextChoices):
         PENDING = "pending", "pending"
@@ -101,7 +103,7 @@ class ContextArchiveOutbox(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=_outbox_id, editable=False)
     workflow_id = models.CharField(max_length=40, db_index=True)
     owner_id = models.BigIntegerField(db_index=True)
-    context_node_id = models.CharField(max_length=255)
+    context_node_id = models.CharField(max_length=NODE_ID_MAX)
     reason = models.CharField(max_length=20, choices=Reason.choices, default=Reason.CONTEXT_REMOVED)
     state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
     attempts = models.PositiveIntegerField(default=0)
@@ -109,10 +111,20 @@ class ContextArchiveOutbox(models.Model):
     result = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(
+        null=True, blank=True, help_text="A failed row is retried from this time on (empty: at once)."
+    )
 
     class Meta:
         ordering = ["created_at", "id"]
-        indexes = [models.Index(fields=["workflow_id", "state"], name="ctxarc_workflow_state")]
+        indexes = [
+            models.Index(fields=["workflow_id", "state"], name="ctxarc_workflow_state"),
+            models.Index(
+                fields=["next_attempt_at", "created_at"],
+                name="ctxarc_pending_due",
+                condition=Q(state="pending"),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} {self.workflow_id}/{self.context_node_id} {self.state}"

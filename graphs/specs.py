@@ -64,6 +64,9 @@ class Port:
     direction: PortDirection
     label: str
     role: str
+    # False: the canvas may draw the port, but nothing runs behind it yet, so the validator refuses
+    # every wire on it (`unsupported_connection`) instead of accepting a wire that would do nothing.
+    supported: bool = True
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,17 @@ class NodeSpec:
         """The parameters an export keeps: those the schema declares (it admits no others)."""
         return frozenset(self.parameters_schema.get("properties") or {})
 
+    def port(self, name: str | None, direction: str) -> Port | None:
+        """The port with this name and direction; an edge naming no handle attaches to the node's first
+        port of that direction (its default). None when there is no such port."""
+        if name is None:
+            return next((port for port in self.ports if port.direction == direction), None)
+        return self._ports_by_key.get((name, direction))
+
+    @cached_property
+    def _ports_by_key(self) -> dict[tuple[str, str], Port]:
+        return {(port.name, port.direction): port for port in self.ports}
+
     def to_wire(self) -> dict[str, Any]:
         """The camelCase shape served at `GET /api/v1/node-specs`."""
         ui_hints: dict[str, bool] = {}
@@ -114,15 +128,19 @@ class NodeSpec:
             "group": list(self.group),
             "version": self.version,
             "inputs": self.parameters_schema,
-            "handles": [
-                {"name": port.name, "kind": port.direction, "label": port.label, "role": port.role}
-                for port in self.ports
-            ],
+            "handles": [_port_wire(port) for port in self.ports],
             "uiHints": ui_hints,
         }
         if self.tool_name is not None:
             wire["toolName"] = self.tool_name
         return wire
+
+
+def _port_wire(port: Port) -> dict[str, Any]:
+    wire: dict[str, Any] = {"name": port.name, "kind": port.direction, "label": port.label, "role": port.role}
+    if not port.supported:
+        wire["supported"] = False
+    return wire
 
 
 @dataclass(frozen=True)
@@ -367,8 +385,8 @@ _AGENT_PORTS: tuple[Port, ...] = (
     Port(MAIN_INPUT_HANDLE, INPUT, "Input", MAIN_ROLE),
     Port(TOOLS_INPUT_HANDLE, INPUT, "Tools", TOOLS_ROLE),
     Port(CONTEXT_INPUT_HANDLE, INPUT, "Context", CONTEXT_ROLE),
-    Port(SKILL_INPUT_HANDLE, INPUT, "Skills", SKILL_ROLE),
-    Port(TASK_INPUT_HANDLE, INPUT, "Task", TASK_ROLE),
+    Port(SKILL_INPUT_HANDLE, INPUT, "Skills", SKILL_ROLE, supported=False),
+    Port(TASK_INPUT_HANDLE, INPUT, "Task", TASK_ROLE, supported=False),
     Port(MAIN_OUTPUT_HANDLE, OUTPUT, "Output", MAIN_ROLE),
     Port(TOP_OUTPUT_HANDLE, OUTPUT, "Output", MAIN_ROLE),
 )
@@ -395,7 +413,10 @@ def _builtin_specs() -> list[NodeSpec]:
         NodeSpec(
             type=TEAM_LEAD_NODE_TYPE,
             display_name="Team Lead",
-            description="An agent that can delegate work to teammate agents.",
+            description=(
+                "An agent that can delegate work to teammate agents: each teammate is a tool of the lead "
+                "(`ask_<label>`) and answers from its own Context."
+            ),
             group=("agent",),
             ports=(*_AGENT_PORTS, Port(TEAMMATES_INPUT_HANDLE, INPUT, "Teammates", TEAMMATES_ROLE)),
             requires_context=True,
@@ -415,7 +436,10 @@ def _builtin_specs() -> list[NodeSpec]:
         NodeSpec(
             type=MEMORY_NODE_TYPE,
             display_name="Memory",
-            description="Facts the agent chooses to remember and recall, offered as the `memory` tool.",
+            description=(
+                "Facts the agent chooses to remember and recall, offered as a `memory` tool; each Memory "
+                "node on an agent is its own tool (`memory`, `memory_2`, …) with its own items."
+            ),
             group=("tool", "memory"),
             ports=(Port(TOOL_OUTPUT_HANDLE, OUTPUT, "Memory", TOOLS_ROLE),),
             tool_name="memory",

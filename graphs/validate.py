@@ -1,9 +1,10 @@
 """Graph validator: a pure function from a graph to `{"errors": [...], "warnings": [...]}`.
 
 Each issue is a flat dict `{code, node_id, message, ...extras}`; codes are stable API and `node_id` is the
-node the editor highlights (None for graph-wide issues). Save refuses on the Context-topology codes only
-(`CONTEXT_TOPOLOGY_CODES`; `context_only=True` computes just those); deploy and import refuse on any
-error. An agent without a Context is valid.
+node the editor highlights (None for graph-wide issues). Save refuses on the Context-topology codes and on
+`unsupported_connection` (`SAVE_REFUSED_CODES`; `context_only=True` computes just the topology codes);
+deploy and import refuse on any error. An agent without a Context is valid. Every wire the validator
+accepts does something at run time; a wire that would do nothing is `unsupported_connection`.
 
 Each rule is a small function over one indexed view of the graph (nodes by id, edge ends resolved, edges
 sorted into the groups the rules judge); the rules run in a fixed order, which is the order of the issues.
@@ -22,8 +23,11 @@ from graphs.constants import (
     CONTEXT_INPUT_HANDLE,
     CONTEXT_NODE_TYPE,
     CONTEXT_OUTPUT_HANDLE,
+    INPUT,
     LEGACY_MEMORY_INPUT_HANDLE,
+    MAIN_ROLE,
     MEMORY_NODE_TYPE,
+    OUTPUT,
     TEAM_HANDLE_PREFIX,
     TEAMMATES_INPUT_HANDLE,
 )
@@ -41,8 +45,11 @@ UNKNOWN_NODE_TYPE = "unknown_node_type"
 UNKNOWN_PORT = "unknown_port"
 INVALID_PARAM = "invalid_param"
 CYCLE = "cycle"
+UNSUPPORTED_CONNECTION = "unsupported_connection"
 
 CONTEXT_TOPOLOGY_CODES = frozenset({INVALID_CONTEXT_EDGE, MULTIPLE_CONTEXTS, SHARED_CONTEXT})
+# What save refuses on: the Context rules, and wires the runtime would silently ignore.
+SAVE_REFUSED_CODES = CONTEXT_TOPOLOGY_CODES | {UNSUPPORTED_CONNECTION}
 
 Issue = dict[str, Any]
 
@@ -72,6 +79,7 @@ class _Edge(NamedTuple):
     target_type: str | None
     team: bool  # the target handle is judged by the teammate rule
     legacy_memory: bool  # an old Simple Memory continuity edge
+    context: bool  # judged by the Context rule
 
 
 # (id, type, parameters) of each node that wins its id, in node order.
@@ -125,6 +133,13 @@ class _Graph:
             target_type = type_of.get(target)
             is_team = target_handle is not None and target_handle.startswith(TEAM_HANDLE_PREFIX)
             is_legacy = source_type == MEMORY_NODE_TYPE and target_handle == LEGACY_MEMORY_INPUT_HANDLE
+            # The Context rule judges an edge by either end, also when the other is missing: a Context
+            # edge to nowhere is no valid Context edge.
+            is_context = (
+                source_type == CONTEXT_NODE_TYPE
+                or source_handle == CONTEXT_OUTPUT_HANDLE
+                or target_handle == CONTEXT_INPUT_HANDLE
+            )
             edge = _Edge(
                 _as_id(raw.get("id")),
                 source,
@@ -135,16 +150,11 @@ class _Graph:
                 target_type,
                 is_team,
                 is_legacy,
+                is_context,
             )
             edges.append(edge)
             (dangling if source_type is None or target_type is None else linked).append(edge)
-            # The Context rule judges an edge by either end, also when the other is missing: a Context
-            # edge to nowhere is no valid Context edge.
-            if (
-                source_type == CONTEXT_NODE_TYPE
-                or source_handle == CONTEXT_OUTPUT_HANDLE
-                or target_handle == CONTEXT_INPUT_HANDLE
-            ):
+            if is_context:
                 context.append(edge)
             if is_team:
                 team.append(edge)
@@ -293,6 +303,69 @@ def _team_edges(graph: _Graph) -> list[Issue]:
     return issues
 
 
+def _unsupported(graph: _Graph, edge: _Edge, message: str) -> Issue:
+    return _issue(
+        UNSUPPORTED_CONNECTION,
+        graph.present(edge.target, edge.source),
+        message,
+        edge_id=edge.id,
+        handle=edge.target_handle,
+    )
+
+
+def _unsupported_connections(graph: _Graph) -> list[Issue]:
+    """Wires the validator would otherwise accept but the runtime does nothing with: an edge into a port
+    declared unsupported, an edge into a node without inputs, an output into an input of another role (a
+    trigger or an agent into `input-tools`, a Memory into `input-main`), and an agent's output into
+    another agent's `input-main` (only the chat trigger starts an agent; delegation is a teammate wire).
+    Context, teammate and legacy edges are judged by their own rules; unknown types and ports too."""
+    issues: list[Issue] = []
+    for edge in graph.linked_edges:
+        if edge.context or edge.team or edge.legacy_memory:
+            continue
+        source_spec = graph.specs.get(edge.source_type)
+        target_spec = graph.specs.get(edge.target_type)
+        if source_spec is None or target_spec is None:
+            continue
+        target = target_spec.port(edge.target_handle, INPUT)
+        source = source_spec.port(edge.source_handle, OUTPUT)
+        if target is None or source is None:
+            if edge.target_handle is None and target is None:
+                issues.append(_unsupported(graph, edge, f"'{edge.target_type}' has no input to connect to"))
+            continue  # otherwise an unknown port, reported by its own rule
+        unsupported = next((p for p in (target, source) if not p.supported), None)
+        if unsupported is not None:
+            owner = edge.target_type if unsupported is target else edge.source_type
+            issues.append(
+                _unsupported(
+                    graph,
+                    edge,
+                    f"The '{unsupported.label}' port ({unsupported.name}) of '{owner}' has no behaviour yet; "
+                    "remove this connection",
+                )
+            )
+            continue
+        if source.role != target.role:
+            issues.append(
+                _unsupported(
+                    graph,
+                    edge,
+                    f"A '{edge.source_type}' output cannot feed the '{target.label}' port ({target.name}) of "
+                    f"'{edge.target_type}'",
+                )
+            )
+        elif target.role == MAIN_ROLE and target_spec.requires_context and source_spec.requires_context:
+            issues.append(
+                _unsupported(
+                    graph,
+                    edge,
+                    "An agent's output does not start another agent; wire the other agent as a teammate "
+                    f"({TEAMMATES_INPUT_HANDLE}) of a team lead",
+                )
+            )
+    return issues
+
+
 def _unknown_node_types(graph: _Graph) -> list[Issue]:
     return [
         _issue(UNKNOWN_NODE_TYPE, node_id, f"Node type '{node_type}' is not installed", node_type=node_type)
@@ -400,6 +473,7 @@ _ERROR_RULES: tuple[Rule, ...] = (
     _team_edges,
     _unknown_node_types,
     _unknown_ports,
+    _unsupported_connections,
     _invalid_params,
     _cycle,
 )

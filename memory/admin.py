@@ -1,6 +1,9 @@
-"""Staff views of Memory. Edits and deletes go through the services, with the item's scope derived
-by `memory_scope` like every other caller: a staff edit bumps the version, writes a revision and
-publishes `memory.updated`. Receipts are read-only; items are created by agents and owners only."""
+"""Staff views of Memory. Edits and deletes go through the services, with the item's scope derived by
+`memory_scope` like every other caller: a staff edit bumps the version, writes a revision and publishes
+`memory.updated`, and a refusal (a stale version, a limit) is shown on the form, never beside a
+success. Expired items stay listed for staff (the expiry filter) and read-only; removed items live on as
+revisions (the "removed" filter). Namespaces, revisions, receipts and embeddings are read-only; Clear
+Memory and the expiry purge run as actions through their services."""
 
 from __future__ import annotations
 
@@ -13,22 +16,60 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from graphs.models import Workflow
+from memory import fields as f
 from memory import services
-from memory.models import MemoryItem, MemoryReceipt, MemoryRevision
-from memory.scope import MemoryScope, memory_scope
+from memory.models import MemoryEmbedding, MemoryItem, MemoryNamespace, MemoryReceipt, MemoryRevision
+from memory.scope import MemoryScope, memory_scope, namespace_for
 from opencompany.core import gate
-from opencompany.core.admin import GatedJSONFormField, ReadOnlyMixin, pretty_json
+from opencompany.core.admin import (
+    GatedJSONFormField,
+    ReadOnlyMixin,
+    ServiceAdmin,
+    WorkflowIdFilter,
+    pretty_json,
+    preview,
+    service_call,
+)
 from opencompany.core.errors import ApplicationError
 
 
-def scope_of_item(item: MemoryItem) -> MemoryScope:
-    """The item's scope, derived the one way (and checked against the namespace it is stored in)."""
+def _stored_scope(owner_id: int, workflow_id: str, memory_node_id: str, namespace: str) -> MemoryScope:
+    """The scope of a row whose workflow is gone, derived the one way from the row's own fields and
+    checked against the namespace it is stored in."""
+    derived = namespace_for(owner_id=owner_id, workflow_id=workflow_id, memory_node_id=memory_node_id)
+    if derived != namespace:
+        raise ApplicationError("not_found", "The item does not belong to this Memory node.", status=404)
+    return MemoryScope(owner_id, workflow_id, memory_node_id, namespace)
+
+
+def scope_of_item(item: MemoryItem, *, orphan_ok: bool = False) -> MemoryScope:
+    """The item's scope, derived the one way (and checked against the namespace it is stored in). An
+    item whose workflow was deleted has a scope only for removal (`orphan_ok`)."""
     workflow = Workflow.objects.filter(pk=item.workflow_id).first()
     if workflow is None:
-        raise ApplicationError("not_found", "The item's workflow no longer exists.", status=404)
+        if orphan_ok:
+            return _stored_scope(item.owner_id, item.workflow_id, item.memory_node_id, item.namespace)
+        raise ApplicationError(
+            "not_found", "The item's workflow no longer exists; it can only be deleted.", status=404
+        )
     scope = memory_scope(workflow=workflow, memory_node_id=item.memory_node_id)
     if scope.namespace != item.namespace:
         raise ApplicationError("not_found", "The item does not belong to this Memory node.", status=404)
+    return scope
+
+
+def scope_of_namespace(namespace: MemoryNamespace) -> MemoryScope:
+    """A namespace row's scope: through its workflow when it exists, else from the row's own fields."""
+    workflow = Workflow.objects.filter(pk=namespace.workflow_id).first()
+    if workflow is None:
+        return _stored_scope(
+            namespace.owner_id, namespace.workflow_id, namespace.memory_node_id, namespace.pk
+        )
+    scope = memory_scope(workflow=workflow, memory_node_id=namespace.memory_node_id)
+    if scope.namespace != namespace.pk:
+        raise ApplicationError(
+            "not_found", "The namespace does not belong to this workflow's owner.", status=404
+        )
     return scope
 
 
@@ -50,6 +91,26 @@ class ExpiryFilter(admin.SimpleListFilter):
         return queryset
 
 
+class RemovedFilter(admin.SimpleListFilter):
+    title = "item state"
+    parameter_name = "removed"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "removed (forgotten, cleared, expired)"), ("no", "versions")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        removals = [
+            MemoryRevision.Operation.FORGET,
+            MemoryRevision.Operation.CLEAR,
+            MemoryRevision.Operation.EXPIRE,
+        ]
+        if self.value() == "yes":
+            return queryset.filter(operation__in=removals)
+        if self.value() == "no":
+            return queryset.exclude(operation__in=removals)
+        return queryset
+
+
 class MemoryRevisionInline(admin.TabularInline):
     model = MemoryRevision
     fk_name = "memory"
@@ -67,6 +128,12 @@ class MemoryRevisionInline(admin.TabularInline):
 
 
 class MemoryItemForm(forms.ModelForm):
+    content = forms.CharField(
+        widget=forms.Textarea,
+        max_length=f.CONTENT_MAX,
+        strip=False,
+        help_text=f"At most {f.CONTENT_MAX} characters.",
+    )
     tags = GatedJSONFormField(required=False, help_text='A JSON list of strings, e.g. ["coffee", "work"].')
     expected_version = forms.IntegerField(
         widget=forms.HiddenInput,
@@ -78,6 +145,10 @@ class MemoryItemForm(forms.ModelForm):
     class Meta:
         model = MemoryItem
         fields = ("title", "content", "category", "tags", "expires_at")
+        help_texts = {
+            "title": f"At most {f.TITLE_MAX} characters.",
+            "category": f"At most {f.CATEGORY_MAX} characters; stored lower-case.",
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -86,19 +157,22 @@ class MemoryItemForm(forms.ModelForm):
 
 
 @admin.register(MemoryItem)
-class MemoryItemAdmin(admin.ModelAdmin):
+class MemoryItemAdmin(ServiceAdmin):
     form = MemoryItemForm
     list_display = (
         "memory_id",
         "title",
+        "content_preview",
         "category",
         "version",
+        "state",
+        "owner",
         "workflow_id",
         "memory_node_id",
         "expires_at",
         "updated_at",
     )
-    list_filter = ("category", ExpiryFilter, "indexing_state", "namespace")
+    list_filter = (ExpiryFilter, "owner", WorkflowIdFilter, "category", "indexing_state")
     search_fields = (
         "memory_id",
         "title",
@@ -116,6 +190,7 @@ class MemoryItemAdmin(admin.ModelAdmin):
         "workflow_id",
         "memory_node_id",
         "version",
+        "state",
         "indexing_state",
         "created_at",
         "updated_at",
@@ -133,9 +208,26 @@ class MemoryItemAdmin(admin.ModelAdmin):
         *readonly_fields[5:],
     )
     inlines = [MemoryRevisionInline]
+    actions = ["purge_expired"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # An expired item is invisible to every write but forget: staff see it, and may delete it.
+        if obj is not None and obj.expires_at is not None and obj.expires_at <= timezone.now():
+            return (*self.readonly_fields, "title", "content", "category", "tags", "expires_at")
+        return self.readonly_fields
+
+    @admin.display(description="content")
+    def content_preview(self, obj: MemoryItem) -> str:
+        return preview(obj.content)
+
+    @admin.display(description="state")
+    def state(self, obj: MemoryItem) -> str:
+        if obj.expires_at is not None and obj.expires_at <= timezone.now():
+            return "expired (hidden from the agent)"
+        return "active"
 
     def save_model(self, request: HttpRequest, obj: MemoryItem, form: Any, change: bool) -> None:
         patch = {
@@ -143,31 +235,69 @@ class MemoryItemAdmin(admin.ModelAdmin):
         }
         if not patch:
             return
-        expected = form.cleaned_data.get("expected_version") or obj.version
-        try:
-            result = services.memory_update(
-                scope=scope_of_item(obj),
-                memory_id=obj.memory_id,
-                expected_version=int(expected),
-                patch=patch,
-                actor=services.actor_for_user(request.user),
-            )
-        except ApplicationError as exc:
-            self.message_user(request, f"Not saved ({exc.code}): {exc.message}", level=messages.ERROR)
-            return
+        stored = MemoryItem.objects.get(pk=obj.pk)
+        expected = form.cleaned_data.get("expected_version") or stored.version
+        result = service_call(
+            services.memory_update,
+            scope=service_call(scope_of_item, item=stored),
+            memory_id=stored.memory_id,
+            expected_version=int(expected),
+            patch=patch,
+            actor=services.actor_for_user(request.user),
+        )
         obj.version = result.memory["version"]
 
     def delete_model(self, request: HttpRequest, obj: MemoryItem) -> None:
-        services.memory_forget(
-            scope=scope_of_item(obj),
+        service_call(
+            services.memory_forget,
+            scope=service_call(scope_of_item, item=obj, orphan_ok=True),
             memory_id=obj.memory_id,
             expected_version=obj.version,
             actor=services.actor_for_user(request.user),
         )
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[MemoryItem]) -> None:
-        for item in queryset.order_by("pk"):
-            self.delete_model(request, item)
+        self.run_each(
+            request, queryset.order_by("pk"), lambda item: self.delete_model(request, item), "deleted"
+        )
+
+    @admin.action(description="Purge every expired item (all namespaces)")
+    def purge_expired(self, request: HttpRequest, queryset: QuerySet[MemoryItem]) -> None:
+        removed = services.memory_purge_expired()
+        self.message_user(request, f"Purged {removed} expired item(s).", messages.SUCCESS)
+
+
+@admin.register(MemoryNamespace)
+class MemoryNamespaceAdmin(ReadOnlyMixin, ServiceAdmin):
+    list_display = ("id", "owner", "workflow_id", "memory_node_id", "item_count", "created_at", "updated_at")
+    list_filter = ("owner", WorkflowIdFilter)
+    search_fields = ("id", "workflow_id", "memory_node_id", "owner__username")
+    list_select_related = ("owner",)
+    readonly_fields = (
+        "id",
+        "owner",
+        "workflow_id",
+        "memory_node_id",
+        "item_count",
+        "created_at",
+        "updated_at",
+    )
+    actions = ["clear_memory"]
+
+    @admin.action(description="Clear Memory (remove every item of the selected namespaces; Context kept)")
+    def clear_memory(self, request: HttpRequest, queryset: QuerySet[MemoryNamespace]) -> None:
+        actor = services.actor_for_user(request.user)
+        cleared = {"items": 0}
+
+        def clear(namespace: MemoryNamespace) -> None:
+            cleared["items"] += services.memory_clear(
+                scope=scope_of_namespace(namespace), actor=actor
+            ).cleared
+
+        done = self.run_each(request, queryset.order_by("pk"), clear, "cleared")
+        self.message_user(
+            request, f"Cleared {done} namespace(s): {cleared['items']} item(s) removed.", messages.SUCCESS
+        )
 
 
 @admin.register(MemoryRevision)
@@ -176,19 +306,24 @@ class MemoryRevisionAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "memory_id",
         "version",
         "operation",
+        "content_preview",
         "actor",
         "workflow_id",
         "memory_node_id",
         "created_at",
     )
-    list_filter = ("operation",)
-    search_fields = ("namespace", "workflow_id", "memory_node_id", "actor")
+    list_filter = (RemovedFilter, "operation", WorkflowIdFilter)
+    search_fields = ("title", "content", "namespace", "workflow_id", "memory_node_id", "actor")
+
+    @admin.display(description="content")
+    def content_preview(self, obj: MemoryRevision) -> str:
+        return preview(obj.content)
 
 
 @admin.register(MemoryReceipt)
 class MemoryReceiptAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("operation_id", "operation", "workflow_id", "namespace", "created_at")
-    list_filter = ("operation",)
+    list_filter = ("operation", WorkflowIdFilter)
     search_fields = ("operation_id", "namespace", "workflow_id")
     fields = (
         "namespace",
@@ -204,3 +339,15 @@ class MemoryReceiptAdmin(ReadOnlyMixin, admin.ModelAdmin):
     @admin.display(description="result (metadata only)")
     def result_readable(self, obj: MemoryReceipt) -> str:
         return pretty_json(obj.result)
+
+
+@admin.register(MemoryEmbedding)
+class MemoryEmbeddingAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """A rebuildable projection (`rebuild_memory_index`); shown, never edited."""
+
+    list_display = ("item", "namespace", "model_name", "dims", "content_hash", "updated_at")
+    list_filter = ("model_name",)
+    search_fields = ("item__memory_id", "namespace", "model_name")
+    list_select_related = ("item",)
+    fields = ("item", "namespace", "model_name", "dims", "content_hash", "updated_at")
+    readonly_fields = fields

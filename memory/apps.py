@@ -6,8 +6,8 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self) -> None:
-        from graphs.hooks import register_eraser, register_reset_hook
-        from memory.services import memory_erase
+        from graphs.hooks import register_eraser, register_owner_change_hook, register_reset_hook
+        from memory.services import memory_erase, memory_owner_change_hook
         from memory.store import memory_store_use, store_for_database
         from memory.tools import MEMORY_TOOL, memory_reset_hook
         from opencompany.llm.tools import register_tool
@@ -16,3 +16,4 @@ class MemoryConfig(AppConfig):
         register_tool(MEMORY_TOOL)
         register_reset_hook("memory", memory_reset_hook)
         register_eraser("memory", memory_erase)
+        register_owner_change_hook("memory", memory_owner_change_hook)

@@ -28,6 +28,9 @@ LIMIT_DEFAULT = 20
 CURSOR_MAX = 4_096
 MEMORY_ID_MAX = 64
 OPERATION_ID_MAX = 512
+# `agent:` and a run id of at most 72 characters (ACTOR_RE); the column keeps 80.
+ACTOR_MAX = 78
+ACTOR_COLUMN = 80
 ACTOR_RE = re.compile(r"^(agent|owner|staff|system):[^\s]{1,72}$")
 PATCH_FIELDS = frozenset({"content", "title", "category", "tags", "expires_at"})
 

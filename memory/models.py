@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from memory.fields import ACTOR_COLUMN, CATEGORY_MAX, TITLE_MAX
 from opencompany.core.ids import mint_id
 
 
@@ -64,9 +65,9 @@ class MemoryItem(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     workflow_id = models.CharField(max_length=40, db_index=True)
     memory_node_id = models.CharField(max_length=255)
-    title = models.CharField(max_length=500, null=True, blank=True)  # noqa: DJ001 - null = no title
+    title = models.CharField(max_length=TITLE_MAX, null=True, blank=True)  # noqa: DJ001 - null = no title
     content = models.TextField()
-    category = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 - null = none
+    category = models.CharField(max_length=CATEGORY_MAX, null=True, blank=True)  # noqa: DJ001 - null = none
     tags = models.JSONField(default=list, blank=True)
     # Normalized tags between \x1f separators: the tag filter and both FTS projections read it.
     tag_index = models.TextField(default="", blank=True, editable=False)
@@ -77,8 +78,8 @@ class MemoryItem(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
-    created_by = models.CharField(max_length=80)
-    updated_by = models.CharField(max_length=80)
+    created_by = models.CharField(max_length=ACTOR_COLUMN)
+    updated_by = models.CharField(max_length=ACTOR_COLUMN)
 
     class Meta:
         ordering = ["namespace", "-created_at", "-id"]
@@ -127,12 +128,12 @@ class MemoryRevision(models.Model):
     memory_node_id = models.CharField(max_length=255)
     version = models.PositiveIntegerField()
     operation = models.CharField(max_length=10, choices=Operation.choices)
-    title = models.CharField(max_length=500, null=True, blank=True)  # noqa: DJ001 - null = no title
+    title = models.CharField(max_length=TITLE_MAX, null=True, blank=True)  # noqa: DJ001 - null = no title
     content = models.TextField(null=True, blank=True)  # noqa: DJ001 - null = erased with the item
-    category = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001 - null = none
+    category = models.CharField(max_length=CATEGORY_MAX, null=True, blank=True)  # noqa: DJ001 - null = none
     tags = models.JSONField(default=list, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
-    actor = models.CharField(max_length=80)
+    actor = models.CharField(max_length=ACTOR_COLUMN)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

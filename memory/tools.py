@@ -1,8 +1,10 @@
 """The `memory` tool the model sees (one tool, six operations) and the Reset hook.
 
-Scope never comes from the model: the executor puts the Memory node wired to the agent's
-`input-tools` in `ToolContext.extras["memory_node_id"]`, and the namespace is derived from
-(workflow owner, workflow, node) by `memory.scope.memory_scope`. The schema has no scope fields
+Scope never comes from the model: the executor binds the tool to each Memory node wired to the
+agent's `input-tools` (`ToolContext.node_id`; `extras["memory_node_id"]` for a caller without a
+binding), and the namespace is derived from (workflow owner, workflow, node) by
+`memory.scope.memory_scope`. An agent with several Memory nodes gets one tool per node (`memory`,
+`memory_2`, …), each acting on its own namespace, its description naming the node. The schema has no scope fields
 and `additionalProperties: false`, so arguments that try to name one are refused before anything runs.
 
 Writes carry the operation id `<run_id>:<tool_call_id>` (tool call id from `ToolContext.tool_call_id`,
@@ -96,7 +98,7 @@ _REQUIRED = {
 
 def _scope_for(context: ToolContext) -> MemoryScope:
     """The tool's scope from the server-built context only."""
-    node_id = context.extras.get("memory_node_id")
+    node_id = context.node_id or context.extras.get("memory_node_id")
     workflow = Workflow.objects.filter(pk=str(context.workflow_id or "")).first()
     if workflow is None or not node_id:
         raise ApplicationError(NOT_FOUND, "This agent has no Memory node.", status=404)
@@ -115,7 +117,7 @@ def _operation_id(context: ToolContext) -> str | None:
 def _run(context: ToolContext, args: dict[str, Any]) -> dict[str, Any]:
     operation = args["operation"]
     scope = _scope_for(context)
-    actor = f"agent:{context.run_id or 'unknown'}"[:80]
+    actor = f"agent:{context.run_id or 'unknown'}"[: f.ACTOR_MAX]
     op_id = _operation_id(context)
     if operation == "remember":
         return services.memory_remember(

@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import URLPattern, URLResolver, include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from opencompany.core import views as core_views
@@ -19,6 +21,8 @@ urlpatterns = [
     # The admin's sign-in shares the throttle of the login form and the token endpoint.
     path("admin/login/", login_throttled(admin.site.login), name="admin-login"),
     path("healthz", healthz, name="healthz"),
+    # Pages without an icon link of their own (the admin) get the product's icon, not a 404.
+    path("favicon.ico", RedirectView.as_view(url=static("chat/icon.svg"), permanent=True)),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,8 +10,8 @@ from django.conf import settings
 
 from chat import errors
 from chat import services as chat_services
+from chat.executor.toolbox import RunScope, agent_tools, policies_of, system_prompt_of
 from chat.models import ChatRun
-from conversations.tools import NOTES_TOOL_NAME
 from conversations.types import ConversationKey
 from graphs.models import Deployment
 from graphs.wiring import chat_agent, has_context, node_parameters, wired_tools
@@ -24,6 +25,7 @@ from opencompany.llm.providers import (
     ProviderError,
     get_provider,
 )
+from opencompany.llm.tools import ToolSpec
 from opencompany.llm.wire import Message
 
 DEFAULT_MODELS = {"offline": "offline-demo"}
@@ -41,9 +43,13 @@ class Prepared:
     model: ModelSettings
     policies: LoopPolicies
     tool_result_max_chars: int
-    tool_names: list[str] = field(default_factory=list)
+    tools: list[ToolSpec] = field(default_factory=list)
     digest: str = ""
     epoch: int = 1
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [tool.name for tool in self.tools]
 
 
 def _model_settings(params: dict[str, Any]) -> ModelSettings:
@@ -87,10 +93,11 @@ def _runtime(model: ModelSettings) -> str | None:
     return model.provider
 
 
-def prepare_run(run: ChatRun, *, claimant: str) -> Prepared:
+def prepare_run(run: ChatRun, *, claimant: str, stop: asyncio.Event | None = None) -> Prepared:
     """Resolve the deployed graph's answering agent, its model and tools, and begin the run's turn
     (`run_begin`: the owner's turn, with untold chat notes as bracketed lines ahead of the text, is
-    appended to the agent's stored conversation)."""
+    appended to the agent's stored conversation). `stop` reaches the loops of teammates the agent
+    delegates to."""
     deployment = (
         Deployment.objects.select_related("workflow")
         .filter(workflow_id=run.workflow_id, generation=run.generation, state=Deployment.State.LIVE)
@@ -108,26 +115,35 @@ def prepare_run(run: ChatRun, *, claimant: str) -> Prepared:
         if has_context(graph, agent=agent)
         else None
     )
-    tools = wired_tools(graph, agent=agent)
-    tool_names = list(dict.fromkeys(tool.tool_name for tool in tools))
-    if key is not None:
-        tool_names.append(NOTES_TOOL_NAME)  # the agent's working notes live with its stored conversation
+    scope = RunScope(
+        run_id=run.run_id,
+        claimant=claimant,
+        workflow_id=run.workflow_id,
+        generation=run.generation,
+        owner_id=deployment.workflow.owner_id,
+        graph=graph,
+        stop=stop,
+        provider_config=provider_config(),
+        model_for=_model_settings,
+    )
+    # The agent's working notes live with its stored conversation: `notes` is offered with a key.
+    tools = agent_tools(scope, agent=agent, stored=key is not None)
     model = _model_settings(params)
     begun = chat_services.run_begin(run_id=run.run_id, claimant=claimant, key=key, runtime=_runtime(model))
-    system_prompt = str(params.get("system_prompt") or "You are a helpful assistant.")
-    ratio = params.get("compaction_ratio")
+    system_prompt = system_prompt_of(params)
+    memory = next((t for t in wired_tools(graph, agent=agent) if t.tool_name == MEMORY_TOOL_NAME), None)
     return Prepared(
         run=run,
         owner_id=deployment.workflow.owner_id,
         agent_node_id=agent,
         key=key,
-        memory_node_id=next((t.node_id for t in tools if t.tool_name == MEMORY_TOOL_NAME), None),
+        memory_node_id=memory.node_id if memory is not None else None,
         messages=begun.messages,
         system_blocks=[system_prompt, begun.notes_block] if begun.notes_block else [system_prompt],
         model=model,
-        policies=LoopPolicies(compaction_ratio=float(ratio) if ratio else 0.8),
+        policies=policies_of(params),
         tool_result_max_chars=int(params.get("tool_result_max_chars", 100_000)),
-        tool_names=tool_names,
+        tools=tools,
         digest=begun.digest,
         epoch=begun.epoch,
     )

@@ -20,7 +20,7 @@ from opencompany.core.errors import ApplicationError
 from opencompany.llm.loop import LoopResult, ToolResultEvent, run_agent_loop
 from opencompany.llm.providers import ProviderError, TextDelta, ToolCallEvent, get_provider
 from opencompany.llm.providers.base import Request
-from opencompany.llm.tools import ToolContext, get_tool
+from opencompany.llm.tools import ToolContext
 
 logger = logging.getLogger("chat.executor")
 
@@ -47,9 +47,9 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
     outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
     usage: dict[str, Any] = {}
     try:
-        prepared = await db_call(prepare_run)(run, claimant=claimant)
+        prepared = await db_call(prepare_run)(run, claimant=claimant, stop=stop)
         provider = get_provider(prepared.model, config=await verified_config(prepared.model))
-        tools = [t for t in (get_tool(name) for name in prepared.tool_names) if t is not None]
+        tools = prepared.tools
         request = Request(
             system_blocks=prepared.system_blocks,
             messages=prepared.messages,
@@ -62,7 +62,7 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
             generation=run.generation,
             agent_node_id=prepared.agent_node_id,
             owner_id=prepared.owner_id,
-            extras={"memory_node_id": prepared.memory_node_id, "actor": f"agent:{run.run_id}"},
+            extras={"actor": f"agent:{run.run_id}"},
         )
         sink = ConversationSink(prepared.key, len(prepared.messages), prepared.digest, prepared.epoch)
 

@@ -28,6 +28,7 @@ from chat.services._common import (
 )
 from chat.services.archive import chat_archive, chat_purge, chat_rename
 from chat.services.branches import chat_edit, chat_feedback, chat_retry, chat_switch
+from chat.services.owner import chat_owner_change_hook
 from chat.services.probes import provider_probe_record, provider_probes_forget
 from chat.services.runs import (
     RunBegun,
@@ -39,6 +40,7 @@ from chat.services.runs import (
     process_gone,
     run_begin,
     run_claim,
+    run_delegate_begin,
     run_finish,
     run_save_draft,
     run_state,
@@ -59,6 +61,7 @@ __all__ = [
     "chat_edit",
     "chat_end_run",
     "chat_feedback",
+    "chat_owner_change_hook",
     "chat_purge",
     "chat_rename",
     "chat_reset_hook",
@@ -76,6 +79,7 @@ __all__ = [
     "run_begin",
     "run_claim",
     "run_control_group",
+    "run_delegate_begin",
     "run_dispatcher_register",
     "run_finish",
     "run_save_draft",

@@ -148,7 +148,39 @@ def run_begin(
     user = make_user("\n".join(notes) + "\n\n" + question.text if notes else question.text)
     if key is None:
         return RunBegun(messages=[user], notes_block="", digest="")
-    loaded = conversation_load(key=key) if head is not None else []
+    return _begin_turn(run, key, user, stored_before=head is not None, runtime=runtime)
+
+
+@transaction.atomic
+def run_delegate_begin(
+    *, run_id: str, claimant: str, key: ConversationKey, text: str, runtime: str | None = None
+) -> RunBegun:
+    """Begin a teammate's turn inside a live run, the lead having delegated `text` to it: as
+    `run_begin` for the teammate's own conversation (repair, the cursor recorded on the run so a branch
+    move rewinds the teammate too, the task appended as its user turn), without chat notes. Refused
+    with `run_ended` when the run is no longer live or no longer this claimant's."""
+    thread = _lock_thread_of(run_id)
+    run = (
+        ChatRun.objects.select_for_update()
+        .filter(run_id=run_id, claimant=claimant, state__in=LIVE_STATES)
+        .first()
+        if thread is not None
+        else None
+    )
+    if run is None:
+        raise _err(errors.RUN_ENDED, "The run has ended or belongs to another claimant.", {"run_id": run_id})
+    head = conversation_for_update(key=key)
+    return _begin_turn(run, key, make_user(text), stored_before=head is not None, runtime=runtime)
+
+
+def _begin_turn(
+    run: ChatRun, key: ConversationKey, user: Message, *, stored_before: bool, runtime: str | None
+) -> RunBegun:
+    """Repair the agent's stored conversation, record its cursor on the run (first record per agent
+    wins) and append `user`; a `runtime` other than the stored turns' starts a new epoch (see
+    `run_begin`). Call inside the transaction that locked the thread, the run and the
+    conversation's head row."""
+    loaded = conversation_load(key=key) if stored_before else []
     stored = close_unanswered_tool_calls(loaded)
     handoff = plan_handoff(stored, runtime) if runtime is not None else None
     if handoff is not None:

@@ -19,6 +19,7 @@ from conversations.services.archive import (
     conversation_clear,
     conversations_archive_for_reset,
     conversations_archive_for_workflow,
+    conversations_owner_change_hook,
 )
 from conversations.services.conversation import conversation_append, conversation_rewind, conversation_save
 from conversations.services.epoch import EpochStart, conversation_start_epoch
@@ -48,5 +49,6 @@ __all__ = [
     "conversations_archive_for_reset",
     "conversations_archive_for_workflow",
     "conversations_erase",
+    "conversations_owner_change_hook",
     "notes_read",
 ]

@@ -16,7 +16,7 @@ from django.utils import timezone
 from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
 from conversations.services._common import _lock_head, _publish
 from conversations.types import ClearResult, ConversationKey
-from graphs.hooks import ResetContext
+from graphs.hooks import OwnerChange, ResetContext
 from opencompany.core.errors import invalid
 
 logger = logging.getLogger(__name__)
@@ -150,3 +150,19 @@ def archive_purge(*, older_than_days: int | None = None) -> int:
     cutoff = timezone.now() - timedelta(days=days)
     deleted, _ = ConversationArchive.objects.filter(archived_at__lt=cutoff).delete()
     return int(deleted)
+
+
+@transaction.atomic
+def conversations_owner_change_hook(change: OwnerChange) -> dict[str, Any]:
+    """Owner-change hook (`graphs.hooks`): the workflow's conversations, archives and branch snapshots
+    take the new owner, so its panels and events follow the workflow."""
+    moved = {}
+    for name, model in (
+        ("conversations", AgentConversation),
+        ("archives", ConversationArchive),
+        ("snapshots", BranchSnapshot),
+    ):
+        moved[name] = model.objects.filter(  # type: ignore[attr-defined]
+            workflow_id=change.workflow_id, owner_id=change.old_owner_id
+        ).update(owner_id=change.new_owner_id)
+    return moved

@@ -2,7 +2,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from graphs.constants import AGENT_NODE_TYPE
+from graphs.constants import AGENT_NODE_TYPE, WORKFLOW_NAME_MAX
 from graphs.models import Workflow
 from opencompany.core.api import column_bounds
 
@@ -21,12 +21,12 @@ class GraphField(serializers.JSONField):
 
 
 class WorkflowCreateInput(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
+    name = serializers.CharField(max_length=WORKFLOW_NAME_MAX)
     graph = GraphField(required=False)
 
 
 class WorkflowSaveInput(serializers.Serializer):
-    name = serializers.CharField(max_length=200, required=False)
+    name = serializers.CharField(max_length=WORKFLOW_NAME_MAX, required=False)
     graph = GraphField()
     expected_revision = serializers.IntegerField(
         **column_bounds(Workflow._meta.get_field("revision"), min_value=1)
@@ -38,7 +38,7 @@ class ValidateInput(serializers.Serializer):
 
 
 class ImportInput(serializers.Serializer):
-    name = serializers.CharField(max_length=200)
+    name = serializers.CharField(max_length=WORKFLOW_NAME_MAX)
     graph = GraphField()
 
 

@@ -8,12 +8,12 @@ from typing import Any
 from django.conf import settings
 
 from graphs import errors
-from graphs.constants import GRAPH_VERSION
+from graphs.constants import GRAPH_VERSION, NODE_ID_MAX, WORKFLOW_NAME_MAX
 from graphs.limits import GraphLimits, graph_limit_breach
 from graphs.models import Workflow
 from graphs.normalize import GraphShapeError, NormalizationResult, normalize_workflow_graph
-from graphs.validate import CONTEXT_TOPOLOGY_CODES, validate_workflow
-from opencompany.core.errors import ApplicationError
+from graphs.validate import CONTEXT_TOPOLOGY_CODES, UNSUPPORTED_CONNECTION, validate_workflow
+from opencompany.core.errors import ApplicationError, invalid
 
 EMPTY_GRAPH: dict[str, Any] = {"graphVersion": GRAPH_VERSION, "nodes": [], "edges": []}
 
@@ -28,6 +28,19 @@ class GraphWrite:
     aliases: dict[str, str] = field(default_factory=dict)
     warnings: list[dict[str, Any]] = field(default_factory=list)
     validation: Report = field(default_factory=lambda: {"errors": [], "warnings": []})
+
+
+def clean_workflow_name(name: Any) -> str:
+    """A workflow name as stored: a non-blank string of at most `WORKFLOW_NAME_MAX` characters, else
+    `invalid_request` naming the field (never cut short)."""
+    if not isinstance(name, str) or not name.strip():
+        raise invalid("A workflow needs a name.", {"name": ["May not be blank."]})
+    if len(name) > WORKFLOW_NAME_MAX:
+        raise invalid(
+            f"The name is {len(name)} characters long; at most {WORKFLOW_NAME_MAX} are kept.",
+            {"name": [f"At most {WORKFLOW_NAME_MAX} characters (this one has {len(name)})."]},
+        )
+    return name
 
 
 def _check_size(graph: Any) -> None:
@@ -53,13 +66,25 @@ def graph_normalize(*, workflow_id: str, graph: Any) -> NormalizationResult:
     """Limits check, then the normalization pipeline; bad shapes are `invalid_graph` (400)."""
     _check_size(graph)
     try:
-        return normalize_workflow_graph(workflow_id, graph)
+        result = normalize_workflow_graph(workflow_id, graph)
     except GraphShapeError as exc:
         raise ApplicationError(errors.INVALID_GRAPH, str(exc)) from exc
+    for node in result.graph.get("nodes", []):
+        node_id = str(node.get("id", ""))
+        if len(node_id) > NODE_ID_MAX:
+            # The id keys the node's conversation and Memory: refused, never cut short.
+            raise ApplicationError(
+                errors.INVALID_GRAPH,
+                f"A node id may be at most {NODE_ID_MAX} characters; '{node_id[:40]}…' has {len(node_id)} "
+                "(a shorter node type or number makes a shorter id).",
+                {"max_chars": NODE_ID_MAX, "chars": len(node_id)},
+            )
+    return result
 
 
 def _refuse_topology(result: NormalizationResult) -> Report:
-    """Full validation report; raises `invalid_context_topology` when a Context rule is broken."""
+    """Full validation report; raises `invalid_context_topology` when a Context rule is broken, else
+    `unsupported_connection` when a wire would do nothing at run time."""
     report = validate_workflow(result.graph)
     topology = [issue for issue in report["errors"] if issue["code"] in CONTEXT_TOPOLOGY_CODES]
     if topology:
@@ -67,6 +92,13 @@ def _refuse_topology(result: NormalizationResult) -> Report:
             errors.INVALID_CONTEXT_TOPOLOGY,
             "The graph breaks a Context rule: each agent may have at most one Context, and a Context serves one agent.",
             {"errors": topology, "aliases": result.aliases},
+        )
+    unsupported = [issue for issue in report["errors"] if issue["code"] == UNSUPPORTED_CONNECTION]
+    if unsupported:
+        raise ApplicationError(
+            errors.UNSUPPORTED_CONNECTION,
+            f"The graph has {len(unsupported)} connection(s) that would do nothing when it runs; remove them.",
+            {"errors": unsupported, "aliases": result.aliases},
         )
     return report
 

@@ -9,7 +9,8 @@ revision for every applied version (and a tombstone for a removal), and (d) publ
 
 Modules: `_common` (results, receipts, quota, revisions, the event), `remember`, `edits` (update, forget,
 clear), `maintenance` (expiry purge, receipt pruning, embeddings, index rebuild), `erase` (everything of
-deleted workflows). Import the public names from this package.
+deleted workflows), `owner` (namespaces follow a workflow to its new owner). Import the public names from
+this package.
 """
 
 from memory.services._common import EVENT_TYPE, ClearResult, MemoryResult, Receipt, actor_for_user
@@ -22,6 +23,7 @@ from memory.services.maintenance import (
     memory_purge_expired,
     memory_receipts_prune,
 )
+from memory.services.owner import memory_namespaces_move, memory_owner_change_hook
 from memory.services.remember import memory_remember
 
 __all__ = [
@@ -36,6 +38,8 @@ __all__ = [
     "memory_erase",
     "memory_forget",
     "memory_index_rebuild",
+    "memory_namespaces_move",
+    "memory_owner_change_hook",
     "memory_purge_expired",
     "memory_receipts_prune",
     "memory_remember",

@@ -7,9 +7,10 @@ run) comes from :class:`ToolContext`, built by the server.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -26,7 +27,8 @@ class ToolContext:
     """The server-side scope of one tool execution. Never filled from the model's arguments.
 
     ``tool_call_id`` is set by the loop for each call, so a tool can derive an idempotency key
-    (run id + tool call id) for its writes.
+    (run id + tool call id) for its writes. ``node_id`` is the graph node that provides the tool, set by
+    the binding (:func:`bind_tool`) when one agent has several nodes of one tool.
     """
 
     run_id: str | None = None
@@ -36,6 +38,7 @@ class ToolContext:
     owner_id: int | str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     tool_call_id: str | None = None
+    node_id: str | None = None
 
 
 ToolExecute = Callable[[ToolContext, dict[str, Any]], "ToolResult | Awaitable[ToolResult]"]
@@ -58,6 +61,31 @@ class ToolSpec:
     def definition(self) -> dict[str, Any]:
         """The tool as a model sees it: name, description and input schema."""
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+def bind_tool(spec: ToolSpec, *, name: str, node_id: str, description: str | None = None) -> ToolSpec:
+    """The tool `spec` as offered for one graph node: under `name` (distinct among the agent's tools),
+    with `description` (default: the spec's), and executed with `ToolContext.node_id = node_id`, so the
+    node, never the model, decides where it acts."""
+    execute = spec.execute
+    if inspect.iscoroutinefunction(execute):
+
+        async def run_async(context: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+            return await execute(replace(context, node_id=node_id), arguments)  # type: ignore[misc]
+
+        bound: ToolExecute = run_async
+    else:
+
+        def run(context: ToolContext, arguments: dict[str, Any]) -> ToolResult | Awaitable[ToolResult]:
+            return execute(replace(context, node_id=node_id), arguments)
+
+        bound = run
+    return ToolSpec(
+        name=name,
+        description=spec.description if description is None else description,
+        input_schema=spec.input_schema,
+        execute=bound,
+    )
 
 
 def tool_error(code: str, message: str) -> ToolResult:

@@ -50,6 +50,7 @@ def test_the_chat_services_never_import_the_executor() -> None:
         "chat.services.archive",
         "chat.services.branches",
         "chat.services.probes",
+        "chat.services.owner",
         "chat.services.runs",
         "chat.services.send",
     ]

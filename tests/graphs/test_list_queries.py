@@ -15,10 +15,10 @@ from graphs.models import Deployment, Workflow
 pytestmark = pytest.mark.django_db
 
 # Each list, whatever its length: authentication, then one query for the rows (the admin adds its
-# counts; the workflows page its session).
+# counts and the owners its owner filter offers; the workflows page its session).
 API_LIST_QUERIES = 2
-WORKFLOW_CHANGELIST_QUERIES = 5
-DEPLOYMENT_CHANGELIST_QUERIES = 5
+WORKFLOW_CHANGELIST_QUERIES = 6
+DEPLOYMENT_CHANGELIST_QUERIES = 6
 WORKFLOWS_PAGE_QUERIES = 3
 
 

@@ -325,11 +325,11 @@ def test_invalid_team_edge(nodes, edge, node_id, message):
 
 def test_cycle_lists_the_unresolved_nodes_sorted():
     graph = _graph(
-        [_node("t", "chatTrigger"), _node("b", "aiAgent"), _node("a", "aiAgent")],
+        [_node("t", "chatTrigger"), _node("b", "teamLead"), _node("a", "teamLead")],
         [
             _edge("e1", "t", "a", "output-main", "input-main"),
-            _edge("e2", "a", "b", "output-main", "input-main"),
-            _edge("e3", "b", "a", "output-main", "input-main"),
+            _edge("e2", "a", "b", "output-main", "input-teammates"),
+            _edge("e3", "b", "a", "output-main", "input-teammates"),
         ],
     )
 
@@ -346,7 +346,7 @@ def test_cycle_lists_the_unresolved_nodes_sorted():
 
 
 def test_self_loop_is_a_cycle():
-    graph = _graph([_node("a", "aiAgent")], [_edge("e", "a", "a", "output-main", "input-main")])
+    graph = _graph([_node("a", "teamLead")], [_edge("e", "a", "a", "output-main", "input-teammates")])
 
     assert _codes(validate_workflow(graph)["errors"]) == [("cycle", None)]
 
@@ -417,6 +417,7 @@ def test_context_only_returns_only_topology_codes_and_no_warnings():
         "dangling_edge",
         "shared_context",
         "unknown_node_type",
+        "unsupported_connection",
         "invalid_param",
         "cycle",
     }
@@ -458,3 +459,77 @@ def test_normalized_legacy_graph_validates_clean():
     result = normalize_workflow_graph("12", graph)
 
     assert validate_workflow(result.graph) == {"errors": [], "warnings": []}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "edge", "node_id", "message"),
+    [
+        (
+            [_node("m", "simpleMemory"), _node("a", "aiAgent")],
+            ("m", "a", "output-tool", "input-skill"),
+            "a",
+            "The 'Skills' port (input-skill) of 'aiAgent' has no behaviour yet; remove this connection",
+        ),
+        (
+            [_node("t", "chatTrigger"), _node("a", "teamLead")],
+            ("t", "a", "output-main", "input-task"),
+            "a",
+            "The 'Task' port (input-task) of 'teamLead' has no behaviour yet; remove this connection",
+        ),
+        (
+            [_node("t", "chatTrigger"), _node("a", "aiAgent")],
+            ("t", "a", "output-main", "input-tools"),
+            "a",
+            "A 'chatTrigger' output cannot feed the 'Tools' port (input-tools) of 'aiAgent'",
+        ),
+        (
+            [_node("b", "aiAgent"), _node("a", "aiAgent")],
+            ("b", "a", "output-top", "input-tools"),
+            "a",
+            "A 'aiAgent' output cannot feed the 'Tools' port (input-tools) of 'aiAgent'",
+        ),
+        (
+            [_node("m", "simpleMemory"), _node("a", "aiAgent")],
+            ("m", "a", "output-tool", "input-main"),
+            "a",
+            "A 'simpleMemory' output cannot feed the 'Input' port (input-main) of 'aiAgent'",
+        ),
+        (
+            [_node("b", "aiAgent"), _node("a", "aiAgent")],
+            ("b", "a", "output-main", "input-main"),
+            "a",
+            "An agent's output does not start another agent; wire the other agent as a teammate "
+            "(input-teammates) of a team lead",
+        ),
+        (
+            [_node("t", "chatTrigger"), _node("m", "simpleMemory")],
+            ("t", "m", "output-main", None),
+            "m",
+            "'simpleMemory' has no input to connect to",
+        ),
+    ],
+)
+def test_a_wire_the_runtime_would_ignore_is_an_unsupported_connection(nodes, edge, node_id, message):
+    graph = _graph(nodes, [_edge("ue", *edge)])
+
+    report = validate_workflow(graph)
+
+    assert report["errors"] == [
+        {
+            "code": "unsupported_connection",
+            "node_id": node_id,
+            "message": message,
+            "edge_id": "ue",
+            "handle": edge[3],
+        }
+    ]
+    assert validate_workflow(graph, context_only=True)["errors"] == []
+
+
+def test_the_node_specs_say_which_ports_have_no_behaviour():
+    from graphs.specs import node_specs_payload
+
+    agent = next(spec for spec in node_specs_payload()["specs"] if spec["type"] == "aiAgent")
+
+    unsupported = sorted(h["name"] for h in agent["handles"] if h.get("supported") is False)
+    assert unsupported == ["input-skill", "input-task"]

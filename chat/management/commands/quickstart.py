@@ -21,6 +21,7 @@ from django.utils.module_loading import import_string
 
 from chat.watchdog import start_in_process_watchdog
 from graphs import services as graph_services
+from graphs.drainer import start_in_process_outbox_drain
 from graphs.models import Workflow
 from opencompany.server import Server  # the body limit and the access log of the production server
 
@@ -139,6 +140,7 @@ class Command(BaseCommand):
             banner()
             return
         start_in_process_watchdog()  # the embedded default runs the chat watchdog in-process
+        start_in_process_outbox_drain()  # and the periodic Context archive drain
         server = Server(
             application=import_string(settings.ASGI_APPLICATION),
             endpoints=build_endpoint_description_strings(host=host, port=port),

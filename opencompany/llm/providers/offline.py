@@ -2,8 +2,10 @@
 
 It understands a handful of phrasings (``remember that …``, ``what do you remember about …``,
 ``recall …``, ``note …``, ``forget …``, ``who are you``, ``what did I say first/earlier``) and otherwise
-answers from the conversation, so continuity across firings is visible. Leading bracketed lines
-(``[note: …]``, the chat's notes to the agent) are ignored when reading the command.
+answers from the conversation, so continuity across firings is visible. A Memory command may name which
+memory tool to use (``with memory_2, remember that …``); ``ask <teammate> to <task>`` delegates to the
+teammate tool ``ask_<teammate>``. Leading bracketed lines (``[note: …]``, the chat's notes to the
+agent) are ignored when reading the command.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ _SAID = re.compile(
 # Platform lines ahead of the owner's words: "[note: …]" or "[feedback]{…}[/feedback]".
 _NOTE_LINE = re.compile(r"^\s*(?:\[[^\]\n]*\]|\[([A-Za-z][\w-]*)\].*\[/\1\])\s*$")
 _WORDS = re.compile(r"\S+\s*")
+_USING = re.compile(r"^(?:using|with|in)\s+(?P<tool>memory(?:_\d+)?)[:,]?\s+(?P<rest>.+)$", re.I | re.S)
+_ASK = re.compile(r"^ask\s+(?P<who>[\w][\w -]*?)(?:\s+to|:|,)\s+(?P<task>.+)$", re.I | re.S)
+_MEMORY_TOOL = re.compile(r"^memory(?:_\d+)?$")
 
 
 def strip_note_lines(text: str) -> str:
@@ -134,25 +139,33 @@ class OfflineProvider:
     def _command(
         self, said: str, owner: list[str], tools: set[str], call_id: str
     ) -> tuple[str, list[dict[str, Any]]]:
+        memory = "memory"
+        if (using := _USING.match(said)) and using["tool"].lower() in tools:
+            memory, said = using["tool"].lower(), using["rest"].strip()
+        if (m := _ASK.match(said)) and any(tool.startswith("ask_") for tool in tools):
+            name = "ask_" + re.sub(r"[^a-z0-9]+", "_", m["who"].lower()).strip("_")
+            if name not in tools:
+                return f"I have no teammate called {_quote(m['who'])} here.", []
+            return "", [make_tool_call(call_id, name, {"task": m["task"].strip()})]
         if m := _REMEMBER.match(said):
-            if "memory" not in tools:
+            if memory not in tools:
                 return "I have no Memory connected here, so I can't keep that beyond this conversation.", []
             fact = m["fact"].strip()
-            return "", [make_tool_call(call_id, "memory", {"operation": "remember", "content": fact})]
+            return "", [make_tool_call(call_id, memory, {"operation": "remember", "content": fact})]
         if m := _RECALL.match(said):
-            if "memory" not in tools:
+            if memory not in tools:
                 return "I have no Memory connected here, so I can't look anything up.", []
             query = m["query"].strip()
-            return "", [make_tool_call(call_id, "memory", {"operation": "recall", "query": query})]
+            return "", [make_tool_call(call_id, memory, {"operation": "recall", "query": query})]
         if _RECALL_ALL.match(said):
-            if "memory" not in tools:
+            if memory not in tools:
                 return "I have no Memory connected here.", []
-            return "", [make_tool_call(call_id, "memory", {"operation": "list"})]
+            return "", [make_tool_call(call_id, memory, {"operation": "list"})]
         if m := _FORGET.match(said):
-            if "memory" not in tools:
+            if memory not in tools:
                 return "I have no Memory connected here, so there is nothing to forget.", []
             query = m["query"].strip()
-            return "", [make_tool_call(call_id, "memory", {"operation": "recall", "query": query})]
+            return "", [make_tool_call(call_id, memory, {"operation": "recall", "query": query})]
         if m := _NOTE.match(said):
             if "notes" not in tools:
                 return "I have no notes tool here, so I can't keep a working note.", []
@@ -200,9 +213,14 @@ class OfflineProvider:
             return f"The {name} tool refused: {error}", []
         owner = _owner_messages(messages)
         said = owner[-1] if owner else ""
-        if name == "memory" and operation == "remember":
+        if (using := _USING.match(said)) is not None:
+            said = using["rest"].strip()
+        is_memory = isinstance(name, str) and _MEMORY_TOOL.match(name) is not None
+        if isinstance(name, str) and name.startswith("ask_") and isinstance(result, dict):
+            return f"{result.get('teammate', name)} answered: {result.get('answer', '')}", []
+        if is_memory and operation == "remember":
             return f"Got it. I'll remember that {args.get('content', '')}", []
-        if name == "memory" and operation in {"recall", "list"}:
+        if is_memory and operation in {"recall", "list"}:
             items = _items_of(result)
             forget = _FORGET.match(said)
             if forget and operation == "recall":
@@ -216,7 +234,7 @@ class OfflineProvider:
                     "memory_id": memory_id,
                     "expected_version": top.get("version", 1),
                 }
-                return "", [make_tool_call(call_id, "memory", forget_args)]
+                return "", [make_tool_call(call_id, str(name), forget_args)]
             query = args.get("query", "")
             if not items:
                 if operation == "list":
@@ -227,7 +245,7 @@ class OfflineProvider:
             topical = query and any(item.get("match") != "recent" for item in items)
             head = "Here is what I remember" + (f" about {_quote(query)}" if topical else "")
             return f"{head}:\n{lines}", []
-        if name == "memory" and operation == "forget":
+        if is_memory and operation == "forget":
             forgotten = ""
             for m in reversed(messages[:-1]):
                 block = tool_result_of(m) if m.get("role") == "tool" else None
