@@ -14,11 +14,13 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from chat import services as chat_services
+from chat.models import ChatMessage
 from conversations.models import AgentConversation
 from conversations.services import conversation_append
 from conversations.types import ConversationKey
 from graphs import services
 from graphs.models import ContextArchiveOutbox, Deployment, LegacyArtifact, Workflow
+from graphs.services.outbox import outbox_enqueue
 from memory import selectors
 from memory import services as memory_services
 from memory.models import MemoryItem, MemoryNamespace
@@ -266,11 +268,17 @@ def test_legacy_artifacts_cannot_be_deleted_or_changed(client: Any, staff: Any, 
     assert LegacyArtifact.objects.get().markdown == "## Human\nhello"
 
 
-def test_outbox_rows_cannot_be_deleted_and_retry_archive_drains_a_deleted_workflows_row(
+def test_outbox_rows_cannot_be_deleted_and_retry_archive_drains_a_pending_row(
     client: Any, staff: Any, owner: Any
 ) -> None:
     workflow = make_workflow(owner, deploy=False)
-    services.workflow_delete(workflow=workflow)  # no commit hooks run here: the row stays pending
+    # A row a Context removal left pending (no commit hooks run here, so it is not drained yet).
+    outbox_enqueue(
+        workflow_id=workflow.pk,
+        owner_id=owner.pk,
+        context_ids={f"{workflow.pk}:context:1"},
+        reason=ContextArchiveOutbox.Reason.CONTEXT_REMOVED,
+    )
     row = ContextArchiveOutbox.objects.get()
     client.force_login(staff)
 
@@ -345,6 +353,7 @@ def test_deleting_a_deployed_workflow_in_the_admin_goes_through_the_service(
     assert response.status_code == 302
     assert Workflow.objects.filter(pk=workflow.pk).exists() is False
     assert Deployment.objects.exists() is False
-    assert list(ContextArchiveOutbox.objects.values_list("workflow_id", "reason")) == [
-        (workflow.pk, "workflow_deleted")
-    ]
+    # The service erases the workflow's data in the same transaction: nothing is left to archive.
+    assert ContextArchiveOutbox.objects.exists() is False
+    assert ChatMessage.objects.exists() is False
+    assert AgentConversation.objects.filter(workflow_id=workflow.pk).exists() is False

@@ -1,5 +1,8 @@
 """The archive outbox drains without a page view: a failed row backs off and the periodic drain (the task
-worker's chain, the in-process drainer, `manage.py drain_outbox`) retries it, deleted workflows too."""
+worker's chain, the in-process drainer, `manage.py drain_outbox`) retries it, deleted workflows too.
+
+Deleting a workflow now erases its conversations in the same transaction; the rows of deleted workflows
+these tests drain are the ones earlier releases left pending (`_delete_leaving_an_archive_row`)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db import transaction
 from django.tasks import TaskResultStatus
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
@@ -21,7 +25,7 @@ from conversations.types import ConversationKey
 from graphs import services
 from graphs.drainer import run_outbox_drain_forever
 from graphs.hooks import _archivers, register_context_archiver
-from graphs.models import ContextArchiveOutbox
+from graphs.models import ContextArchiveOutbox, Workflow
 from graphs.services import outbox
 from graphs.tasks import drain_outbox_task, outbox_drain_schedule
 from opencompany.llm.wire import make_assistant, make_text, make_user
@@ -46,6 +50,20 @@ def failing_once() -> Any:
     yield calls
     _archivers.clear()
     _archivers.update(saved)
+
+
+def _delete_leaving_an_archive_row(workflow: Workflow) -> None:
+    """Delete the workflow row and leave its Contexts to the archive outbox, as releases before deletion
+    erased a workflow's data did; the rows they left pending must still drain."""
+    with transaction.atomic():
+        outbox.outbox_enqueue(
+            workflow_id=workflow.pk,
+            owner_id=workflow.owner_id,
+            context_ids={node_id(workflow, "context")},
+            reason=ContextArchiveOutbox.Reason.WORKFLOW_DELETED,
+        )
+        Workflow.objects.filter(pk=workflow.pk).delete()
+        outbox.outbox_drain_on_commit(workflow_id=workflow.pk)
 
 
 class _Clock:
@@ -82,7 +100,7 @@ def test_an_archive_whose_workflow_was_deleted_drains_on_the_next_periodic_run(
     deleted_at = timezone.now()
 
     with django_capture_on_commit_callbacks(execute=True):
-        services.workflow_delete(workflow=workflow)
+        _delete_leaving_an_archive_row(workflow)
 
     row = ContextArchiveOutbox.objects.get(workflow_id=workflow.pk)
     assert (row.state, row.attempts, row.reason) == ("pending", 1, "workflow_deleted")
@@ -125,7 +143,7 @@ def test_the_periodic_task_keeps_one_chain_on_the_worker(settings: Any) -> None:
 
 def test_drain_outbox_command_retries_due_rows_of_deleted_workflows(owner: Any, failing_once: Any) -> None:
     workflow = make_workflow(owner, deploy=False)
-    services.workflow_delete(workflow=workflow)  # no commit hooks run here: the row stays pending
+    _delete_leaving_an_archive_row(workflow)  # no commit hooks run here: the row stays pending
     out = StringIO()
 
     call_command("drain_outbox", stdout=out)
@@ -141,7 +159,7 @@ def test_drain_outbox_command_retries_due_rows_of_deleted_workflows(owner: Any, 
 @pytest.mark.django_db(transaction=True)
 def test_the_in_process_drainer_retries_a_due_row_without_a_page_view(owner: Any, failing_once: Any) -> None:
     workflow = make_workflow(owner, deploy=False)
-    services.workflow_delete(workflow=workflow)  # the drain after commit fails once: the row backs off
+    _delete_leaving_an_archive_row(workflow)  # the drain after commit fails once: the row backs off
     row = ContextArchiveOutbox.objects.get(workflow_id=workflow.pk)
     assert (row.state, row.attempts) == ("pending", 1)
     ContextArchiveOutbox.objects.filter(pk=row.pk).update(next_attempt_at=timezone.now())
