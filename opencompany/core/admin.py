@@ -22,8 +22,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from opencompany.core import gate
+from opencompany.core import gate, logins
 from opencompany.core.errors import ApplicationError
+from opencompany.core.models import LoginThrottle
 
 PREVIEW_CHARS = 120
 ISSUES_SHOWN = 20
@@ -230,3 +231,20 @@ def search_json_text(queryset: QuerySet[Any], field: str, term: str) -> QuerySet
     return queryset.annotate(**{alias: Cast(field, output_field=TextField())}).filter(
         **{f"{alias}__icontains": term}
     )
+
+
+
+@admin.register(LoginThrottle)
+class LoginThrottleAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """The kernel's own table: failed sign-in counters, read-only, with one action that lifts a lockout."""
+
+    list_display = ("key", "failures", "last_failed_at", "locked_until")
+    list_filter = ("locked_until",)
+    search_fields = ("key",)
+    readonly_fields = ("key", "failures", "last_failed_at", "locked_until")
+    actions = ["lift_lockout"]
+
+    @admin.action(description="Lift the lockout and forget the failures")
+    def lift_lockout(self, request: HttpRequest, queryset: QuerySet[LoginThrottle]) -> None:
+        lifted = logins.login_lockouts_lift(keys=list(queryset.values_list("key", flat=True)))
+        self.message_user(request, f"Lifted {lifted} lockout(s).", messages.SUCCESS)

@@ -108,6 +108,12 @@ def login_succeeded(*, request: Any, username: str | None) -> None:
         LoginThrottle.objects.filter(key=_username_key(username)).delete()
 
 
+def login_lockouts_lift(*, keys: list[str]) -> int:
+    """Staff lift the lockouts (and forget the failures) of these counters; returns how many."""
+    deleted, _ = LoginThrottle.objects.filter(key__in=keys).delete()
+    return deleted
+
+
 def username_from(credentials: dict[str, Any]) -> str | None:
     value = credentials.get(get_user_model().USERNAME_FIELD, credentials.get("username"))
     return value if isinstance(value, str) else None

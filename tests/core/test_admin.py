@@ -10,7 +10,9 @@ from asgiref.sync import async_to_sync
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.admin.utils import quote
+from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from chat import services as chat_services
 from chat.executor import execute_run
@@ -18,6 +20,7 @@ from chat.models import ChatMessage
 from conversations.services import conversation_clear
 from conversations.types import ConversationKey
 from graphs import services as graph_services
+from opencompany.llm.providers import CompatCapabilities
 from tests.conftest import make_workflow, node_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,6 +60,22 @@ def every_row(owner: Any, settings: Any) -> None:
     }
     graph_services.workflow_create(owner=owner, name="legacy", graph=legacy)
     graph_services.workflow_delete(workflow=make_workflow(owner, name="gone", deploy=False))
+    without = make_workflow(owner, name="without a context", deploy=False)
+    contexts = {n["id"] for n in without.graph["nodes"] if n["type"] == "context"}
+    graph_services.workflow_save(  # removing a Context writes an archive outbox row
+        workflow=without,
+        expected_revision=without.revision,
+        graph={
+            **without.graph,
+            "nodes": [n for n in without.graph["nodes"] if n["id"] not in contexts],
+            "edges": [e for e in without.graph["edges"] if e["source"] not in contexts],
+        },
+    )
+    Client().post("/accounts/login/", {"username": owner.username, "password": "wrong"})
+    chat_services.provider_probe_record(
+        base_url="http://127.0.0.1:9/v1", model="local", capabilities=CompatCapabilities(tools=True)
+    )
+    chat_services.process_beat(name="host:1", role="server", started_at=timezone.now())
 
 
 def test_every_model_of_our_apps_has_an_admin_page_and_each_renders_for_staff(

@@ -9,6 +9,8 @@ from types import SimpleNamespace
 import pytest
 from django.contrib.auth import SESSION_KEY
 from django.core.cache import cache
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 from knox.models import AuthToken
 
@@ -169,3 +171,20 @@ def test_the_client_address_is_remote_addr_unless_proxies_are_trusted(settings):
     more_than_sent = client_address(request)
 
     assert (untrusted, two, more_than_sent) == ("10.0.0.5", "203.0.113.7", "6.6.6.6")
+
+
+def test_staff_lift_a_lockout_from_the_admin(owner, client, staff):
+    for _ in range(3):
+        client.post("/accounts/login/", {"username": "owner", "password": "wrong"})
+    assert client.post("/accounts/login/", {"username": "owner", "password": PASSWORD}).status_code == 429
+    locked = list(LoginThrottle.objects.values_list("pk", flat=True))
+    admin_client = Client()
+    admin_client.force_login(staff)
+
+    response = admin_client.post(
+        reverse("admin:core_loginthrottle_changelist"), {"action": "lift_lockout", "_selected_action": locked}
+    )
+
+    assert response.status_code == 302
+    assert LoginThrottle.objects.exists() is False
+    assert client.post("/accounts/login/", {"username": "owner", "password": PASSWORD}).status_code == 302
