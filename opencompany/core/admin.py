@@ -233,7 +233,6 @@ def search_json_text(queryset: QuerySet[Any], field: str, term: str) -> QuerySet
     )
 
 
-
 @admin.register(LoginThrottle)
 class LoginThrottleAdmin(ReadOnlyMixin, admin.ModelAdmin):
     """The kernel's own table: failed sign-in counters, read-only, with one action that lifts a lockout."""
