@@ -49,8 +49,8 @@ def test_the_chat_services_never_import_the_executor() -> None:
         "chat.services._common",
         "chat.services.archive",
         "chat.services.branches",
-        "chat.services.probes",
         "chat.services.owner",
+        "chat.services.probes",
         "chat.services.runs",
         "chat.services.send",
     ]
