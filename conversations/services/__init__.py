@@ -9,7 +9,7 @@ canonical_json(wire[i]))`, so a cursor `(length, digest)` is checked against one
 
 Modules: `_common` (message preparation, the head lock, the event, the row writer), `conversation`
 (append, save, rewind), `snapshots` (branch snapshots), `archive` (clear, archive, purge), `epoch` (a
-provider switch's portable hand-off). Import the
+provider switch's portable hand-off), `binding` (an agent program's session binding). Import the
 public names from this package.
 """
 
@@ -20,6 +20,7 @@ from conversations.services.archive import (
     conversations_archive_for_reset,
     conversations_archive_for_workflow,
 )
+from conversations.services.binding import conversation_runtime_bind, conversation_runtime_unbind
 from conversations.services.conversation import conversation_append, conversation_rewind, conversation_save
 from conversations.services.epoch import EpochStart, conversation_start_epoch
 from conversations.services.snapshots import (
@@ -42,6 +43,8 @@ __all__ = [
     "conversation_list",
     "conversation_load",
     "conversation_rewind",
+    "conversation_runtime_bind",
+    "conversation_runtime_unbind",
     "conversation_save",
     "conversation_start_epoch",
     "conversations_archive_for_reset",
