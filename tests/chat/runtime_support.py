@@ -37,7 +37,7 @@ def require_programs(bin_dir: str) -> None:
 def anthropic_reply(*blocks: tuple[Any, ...], hold_after: int | None = None) -> Reply:
     """An assistant message: ``("text", str)`` and ``("tool", id, name, input)`` blocks in order.
     ``hold_after``: pause after that many SSE frames (mid-text when it falls inside a text block)."""
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_loop",
         "type": "message",
         "role": "assistant",
@@ -139,7 +139,7 @@ def _response(
 
 def responses_reply(text: str, call: tuple[str, str, dict[str, Any]] | None = None) -> Reply:
     """An answer with ``text`` and, optionally, one function call ``(namespace, name, arguments)``."""
-    message = {
+    message: dict[str, Any] = {
         "type": "message",
         "id": "msg_loop",
         "role": "assistant",
@@ -163,7 +163,7 @@ def responses_reply(text: str, call: tuple[str, str, dict[str, Any]] | None = No
         },
         {"type": "response.output_item.done", "output_index": 0, "item": message},
     ]
-    output = [message]
+    output: list[dict[str, Any]] = [message]
     if call is not None:
         namespace, name, arguments = call
         item = {
