@@ -33,6 +33,8 @@ BLOCKED_EXACT = frozenset(
         "providerbindings",
         "providerstate",
         "providersession",
+        "runtimebinding",
+        "runtimebindings",
         "rawcontext",
         "rawjournal",
         "rawtranscript",
