@@ -4,16 +4,15 @@ OpenAI Responses streams, with the project's tools served to them over MCP from 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
-from django.db import connection
+from asgiref.sync import async_to_sync, sync_to_async
 
 from chat import services
 from chat.executor import execute_run
@@ -101,6 +100,28 @@ def _send_and_run(workflow: Workflow, text: str) -> ChatRun:
 
 def _session_header(received: Received) -> str:
     return received.headers["x-claude-code-session-id"]
+
+
+async def _run_and_stop(
+    workflow: Workflow, run_id: str, ready: Callable[[], bool]
+) -> tuple[str, dict[str, Any]]:
+    """Execute the run and, on the same event loop (as the embedded default serves Stop), press Stop once
+    `ready()` holds; times how long the run's processes outlive the Stop."""
+    seen: dict[str, Any] = {}
+
+    async def stop_when_ready() -> None:
+        deadline = time.monotonic() + 30
+        while not await sync_to_async(ready)() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        seen["processes"] = processes_of_run(run_id)
+        started = time.monotonic()
+        await sync_to_async(services.chat_stop)(workflow=workflow, run_id=run_id)
+        while alive(set(seen["processes"])) and time.monotonic() - started < 10:
+            await asyncio.sleep(0.01)
+        seen["ended_after"] = time.monotonic() - started
+
+    outcome, _ = await asyncio.gather(execute_run(run_id), stop_when_ready())
+    return outcome, seen
 
 
 # --- Claude Code ----------------------------------------------------------------------------------------
@@ -293,30 +314,14 @@ def test_stop_ends_claude_codes_process_group_within_two_seconds_and_saves_the_t
         owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Tell me a story"
     )
     run_id = admission.run.run_id
-    seen: dict[str, Any] = {}
 
-    def stop_while_streaming() -> None:
-        try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                draft = ChatRun.objects.filter(run_id=run_id).values_list("draft_text", flat=True).first()
-                if draft:
-                    break
-                time.sleep(0.02)
-            seen["processes"] = processes_of_run(run_id)
-            started = time.monotonic()
-            services.chat_stop(workflow=workflow, run_id=run_id)
-            while alive(set(seen["processes"])) and time.monotonic() - started < 10:
-                time.sleep(0.01)
-            seen["ended_after"] = time.monotonic() - started
-        finally:
-            held.release.set()
-            connection.close()
+    def streaming() -> bool:
+        return bool(ChatRun.objects.filter(run_id=run_id).values_list("draft_text", flat=True).first())
 
-    watcher = threading.Thread(target=stop_while_streaming)
-    watcher.start()
-    outcome = async_to_sync(execute_run)(run_id)
-    watcher.join(timeout=30)
+    try:
+        outcome, seen = async_to_sync(_run_and_stop)(workflow, run_id, streaming)
+    finally:
+        held.release.set()
 
     assert outcome == "stopped"
     assert seen["processes"], "the program's processes were not seen while it streamed"
@@ -425,3 +430,31 @@ def test_a_codex_turn_with_a_memory_call_is_stored_as_observed_and_the_next_firi
         "user",
         "assistant",
     ]
+
+
+def test_stop_ends_codexs_process_group_within_two_seconds_and_keeps_the_turn_as_far_as_it_went(
+    owner, openai
+):
+    workflow = make_workflow(owner, _graph("codex_cli", "gpt-test"))
+    key = _key(workflow)
+    held = responses_reply("Still thinking")
+    held.hold_after = 1
+    openai.replies += [responses_reply("Looking.", ("mcp__opencompany", "memory", REMEMBER)), held]
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="Remember tea")
+    run_id = admission.run.run_id
+
+    try:
+        outcome, seen = async_to_sync(_run_and_stop)(workflow, run_id, held.held.is_set)
+    finally:
+        held.release.set()
+
+    assert outcome == "stopped"
+    assert seen["processes"], "the program's processes were not seen while it waited for the model"
+    assert len(set(seen["processes"].values())) == 1
+    assert seen["ended_after"] < 2.0
+    assert ChatRun.objects.get(run_id=run_id).state == "stopped"
+    stored = conversation_load(key=key)
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool"]
+    assert stored[1]["metadata"] == {"runtime": "codex_cli", "fidelity": "observable", "epoch": 1}
+    assert stored[2]["content"][0]["status"] == "ok"
+    assert MemoryItem.objects.count() == 1
