@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from chat import services
 from chat.executor import execute_run
+from chat.executor.runtime import agent_dirs
 from chat.models import ChatRun
 from conversations import services as conversations
 from conversations.models import AgentConversation, ConversationArchive
@@ -42,7 +44,7 @@ from tests.chat.runtime_support import (
 from tests.conftest import demo_graph, make_workflow, node_id
 from tests.llm.loopback import LoopbackServer, Received, Reply
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.runtimes]
 
 REMEMBER = {"operation": "remember", "content": "The owner likes tea."}
 
@@ -458,3 +460,31 @@ def test_stop_ends_codexs_process_group_within_two_seconds_and_keeps_the_turn_as
     assert stored[1]["metadata"] == {"runtime": "codex_cli", "fidelity": "observable", "epoch": 1}
     assert stored[2]["content"][0]["status"] == "ok"
     assert MemoryItem.objects.count() == 1
+
+
+def test_a_bound_session_the_program_no_longer_has_is_replaced_by_a_new_one_with_the_transcript(
+    owner, anthropic, settings
+):
+    workflow = make_workflow(owner, _graph("claude_code", "claude-test"))
+    key = _key(workflow)
+    anthropic.replies.append(anthropic_reply(("text", "Hello, I am here.")))
+    _send_and_run(workflow, "Hi")
+    lost = conversation_runtime_binding(key=key)["session_id"]
+    home, _ = agent_dirs(workflow_id=workflow.pk, generation=1, agent_node_id=key.agent_node_id)
+    shutil.rmtree(home / ".claude")  # as on a process that does not share OPENCOMPANY_RUNTIME_HOME
+
+    def fresh(received: Received) -> Reply:
+        assert _session_header(received) != lost
+        [(role, prompt)] = anthropic_texts(received)
+        assert role == "user"
+        assert "<transcript>\nOwner: Hi\nAssistant: Hello, I am here.\n</transcript>" in prompt
+        return anthropic_reply(("text", "Starting over."))
+
+    anthropic.replies.append(fresh)
+    run = _send_and_run(workflow, "Still there?")
+
+    assert anthropic.failures == []
+    assert (run.state, run.draft_text) == ("finished", "Starting over.")
+    assert len(anthropic.received) == 2
+    assert conversation_runtime_binding(key=key)["session_id"] == _session_header(anthropic.received[1])
+    assert [m["role"] for m in conversation_load(key=key)] == ["user", "assistant", "user", "assistant"]

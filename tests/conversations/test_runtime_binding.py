@@ -36,7 +36,12 @@ def test_a_binding_is_recorded_at_the_cursor_the_session_saw_without_a_new_revis
     binding = _bind(key)
 
     head = AgentConversation.objects.get()
-    assert binding == {"runtime": "claude_code", "session_id": SESSION, "length": 2, "digest": head.head_digest}
+    assert binding == {
+        "runtime": "claude_code",
+        "session_id": SESSION,
+        "length": 2,
+        "digest": head.head_digest,
+    }
     assert head.runtime_binding == binding
     assert head.revision == revision
 
@@ -94,13 +99,18 @@ def test_unbinding_drops_the_binding_and_reports_whether_there_was_one(key):
 
 
 def test_the_sanitizer_drops_a_runtime_binding_wherever_it_appears():
-    payload = {"parameters": {"model": "m", "runtime_binding": {"session_id": SESSION}, "runtimeBindings": [1]}}
+    payload = {
+        "parameters": {"model": "m", "runtime_binding": {"session_id": SESSION}, "runtimeBindings": [1]}
+    }
 
     assert sanitize_payload(payload) == {"parameters": {"model": "m"}}
 
 
 def test_a_session_continues_only_while_the_conversation_is_what_it_saw():
-    stored = [make_user("Hi"), {"role": "assistant", "content": [{"type": "text", "text": "Hello"}], "metadata": {}}]
+    stored = [
+        make_user("Hi"),
+        {"role": "assistant", "content": [{"type": "text", "text": "Hello"}], "metadata": {}},
+    ]
     digests = [digest_chain("", validate_message(stored[0]))]
     digests.append(digest_chain(digests[0], validate_message(stored[1])))
     new = make_user("Again")
