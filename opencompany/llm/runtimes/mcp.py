@@ -95,6 +95,8 @@ class McpToolServer:
             env={
                 "OPENCOMPANY_MCP_SOCKET": str(Path(self._dir) / "mcp.sock"),
                 "OPENCOMPANY_MCP_TOKEN": self.token,
+                # Names the run on the bridge, whatever environment the program gives its servers.
+                "OPENCOMPANY_RUN_ID": str(self.context.run_id or ""),
             },
             tool_names=tuple(self.tools),
         )

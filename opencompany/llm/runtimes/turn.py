@@ -222,15 +222,44 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
+def _descendants(root: int) -> list[int]:
+    """The processes below ``root`` (from ``/proc``; none where there is no ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    pending = [root]
+    while pending:
+        for child in children.get(pending.pop(), ()):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
 async def end_process_group(process: asyncio.subprocess.Process, grace_s: float) -> None:
-    """SIGTERM to the program's process group, SIGKILL to what is left after ``grace_s``."""
+    """SIGTERM to the program's process group, SIGKILL to what is left after ``grace_s``: the group
+    and any process the program started in a group of its own (Codex CLI starts its MCP servers so)."""
     pgid = process.pid  # the program leads its own group (start_new_session)
+    strays = _descendants(process.pid) if process.returncode is None else []
     if process.returncode is None:
         _signal_group(pgid, signal.SIGTERM)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.wait(), grace_s)
-    # Children the program started (its MCP servers, its shell) share the group; none outlives it.
     _signal_group(pgid, signal.SIGKILL)
+    for pid in strays:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     if process.returncode is None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.wait(), 5.0)
