@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 
+from conversations.selectors import notes_read
+from conversations.types import ConversationKey
 from memory.models import MemoryItem, MemoryReceipt
 from memory.scope import memory_scope
 from memory.tools import MEMORY_TOOL_SCHEMA
@@ -30,6 +32,10 @@ def _context(workflow: Any) -> ToolContext:
         owner_id=workflow.owner_id,
         extras={"memory_node_id": node_id(workflow, "simpleMemory"), "actor": "agent:run_mcp"},
     )
+
+
+def _key(workflow: Any) -> ConversationKey:
+    return ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=node_id(workflow, "aiAgent"))
 
 
 def _tools() -> list[Any]:
@@ -87,6 +93,7 @@ def test_the_memory_tool_over_mcp_writes_the_runs_namespace_and_nowhere_else(wor
         _call(6, "shell", {"command": "ls"}, "d"),
         _request(7, "resources/list"),
         _request(8, "ping"),
+        _call(9, "notes", {"operation": "add", "text": "The owner prefers tea."}, "toolu_n"),
     ]
 
     async def session() -> tuple[list[dict[str, Any]], int, int]:
@@ -97,7 +104,7 @@ def test_the_memory_tool_over_mcp_writes_the_runs_namespace_and_nowhere_else(wor
     answers, status, calls = async_to_sync(session)()
 
     assert status == 0
-    assert [a["id"] for a in answers] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [a["id"] for a in answers] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert answers[0]["result"]["protocolVersion"] == "2025-06-18"
     assert answers[0]["result"]["capabilities"] == {"tools": {"listChanged": False}}
     tools = {tool["name"]: tool for tool in answers[1]["result"]["tools"]}
@@ -112,7 +119,9 @@ def test_the_memory_tool_over_mcp_writes_the_runs_namespace_and_nowhere_else(wor
     assert answers[5]["error"]["code"] == -32602
     assert answers[6]["error"]["code"] == -32601
     assert answers[7]["result"] == {}
-    assert calls == 3
+    assert answers[8]["result"]["isError"] is False
+    assert [n["text"] for n in notes_read(key=_key(workflow)).entries] == ["The owner prefers tea."]
+    assert calls == 4
     ours = memory_scope(workflow=workflow, memory_node_id=node_id(workflow, "simpleMemory"))
     assert list(MemoryItem.objects.values_list("namespace", "content")) == [
         (ours.namespace, "The owner likes tea.")
