@@ -50,10 +50,9 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
     usage: dict[str, Any] = {}
     try:
         prepared = await db_call(prepare_run)(run, claimant=claimant)
-        program = is_runtime(prepared.model.provider)
-        provider = (
-            None if program else get_provider(prepared.model, config=await verified_config(prepared.model))
-        )
+        provider = None  # an agent program runs the turn itself
+        if not is_runtime(prepared.model.provider):
+            provider = get_provider(prepared.model, config=await verified_config(prepared.model))
         tools = [t for t in (get_tool(name) for name in prepared.tool_names) if t is not None]
         request = Request(
             system_blocks=prepared.system_blocks,
