@@ -133,11 +133,11 @@ def test_claude_lines_become_session_deltas_blocks_usage_and_done():
     assert events == [
         Session("s-1"),
         Delta("Che"),
-        Text("Che", "msg_1"),
-        Call(CALL, "msg_1"),
+        Text("Che"),
+        Call(CALL),
         Result("toolu_1", "[]", "ok"),
         Delta("Nothing about tea."),
-        Text("Nothing about tea.", "msg_2"),
+        Text("Nothing about tea."),
         Usage(input_tokens=45, output_tokens=7, cache_read_tokens=30, cache_write_tokens=5),
         Done(),
     ]
@@ -473,3 +473,18 @@ def test_a_call_the_program_never_answered_gets_a_result_so_the_transcript_stays
     assert sink.kinds == ["assistant", "tool_result"]
     assert sink.calls[1][1]["content"][0]["content"] == UNREPORTED_TEXT
     assert turn.final is None
+
+
+def test_text_the_program_split_over_two_messages_is_stored_as_one_answer():
+    sink = FakeSink()
+    turn = _turn(sink)
+
+    async def scenario() -> None:
+        for event in (Text("First part."), Text("Second part."), Done()):
+            await turn.handle(event)
+        await turn.finish(stopped=False)
+
+    asyncio.run(scenario())
+
+    assert sink.kinds == ["final"]
+    assert sink.calls[0][1] == _observed([make_text("First part."), make_text("Second part.")])

@@ -97,10 +97,9 @@ class Delta:
 
 @dataclass(frozen=True, slots=True)
 class Text:
-    """A complete text block of an assistant message (``message_id`` groups blocks of one message)."""
+    """A complete text block of an assistant message."""
 
     text: str
-    message_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +107,6 @@ class Call:
     """A complete tool call the program made (a wire ``tool_call`` block)."""
 
     block: dict[str, Any]
-    message_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

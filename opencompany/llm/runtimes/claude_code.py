@@ -108,19 +108,18 @@ class ClaudeStreamParser:
         return []
 
     def _assistant(self, message: dict[str, Any]) -> list[RuntimeEvent]:
-        message_id = message.get("id") if isinstance(message.get("id"), str) else None
         out: list[RuntimeEvent] = []
         for block in message.get("content") or ():
             kind = block.get("type")
             if kind == "text" and block.get("text"):
                 if not self._streamed:
                     out.append(Delta(block["text"]))
-                out.append(Text(block["text"], message_id))
+                out.append(Text(block["text"]))
                 self._streamed = False
             elif kind == "tool_use" and block.get("id") and block.get("name"):
                 arguments = block.get("input") if isinstance(block.get("input"), dict) else {}
                 call = make_tool_call(str(block["id"]), tool_name(str(block["name"])), arguments)
-                out.append(Call(call, message_id))
+                out.append(Call(call))
             # Thinking stays in Claude Code's own session: it is not part of the observable turn.
         return out
 

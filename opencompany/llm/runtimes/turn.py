@@ -4,7 +4,7 @@ through the loop's sink, end the group on Stop.
 Commit order matches the agent loop's: an assistant message with tool calls before any of their
 results, each result as the program reports it, the final answer (with the turn's usage) last. Every
 assistant message is stamped with the runtime and its fidelity (``observable``). Blocks gather into
-one assistant message until a tool result arrives or the program starts a new message.
+one assistant message until a tool result arrives.
 
 Stop sends SIGTERM to the process group, then SIGKILL after ``stop_grace_s``; the turn is saved as far
 as it went: calls without a result get an ``interrupted`` result, and the text streamed so far becomes
@@ -76,7 +76,6 @@ class _Turn:
     on_event: OnEvent | None
     max_chars: int
     blocks: list[Block] = field(default_factory=list)  # the assistant message being gathered
-    message_id: str | None = None
     committed: bool = False  # the gathered message is committed; its results follow
     open_calls: dict[str, str] = field(default_factory=dict)  # committed calls awaiting a result
     names: dict[str, str] = field(default_factory=dict)
@@ -130,15 +129,11 @@ class _Turn:
         self.committed = True
         self.open_calls = {b["id"]: b["name"] for b in self._calls(self.blocks)}
 
-    async def _start_block(self, message_id: str | None) -> None:
-        new_message = self.committed or (
-            self.blocks and message_id is not None and self.message_id not in (None, message_id)
-        )
-        if new_message:
-            if not self.committed:
-                await self._commit_gathered()
+    def _start_block(self) -> None:
+        # Blocks after a committed message start the next one. Text-only messages the program split
+        # (a continuation) gather into one, so the stored turns never hold two answers in a row.
+        if self.committed:
             self.blocks, self.committed = [], False
-        self.message_id = message_id
 
     async def handle(self, event: Any) -> None:
         if isinstance(event, Delta):
@@ -146,11 +141,11 @@ class _Turn:
                 self.live.append(event.text)
                 await self.emit(TextDelta(event.text))
         elif isinstance(event, Text):
-            await self._start_block(event.message_id)
+            self._start_block()
             self.blocks.append(make_text(event.text))
             self.live.clear()
         elif isinstance(event, Call):
-            await self._start_block(event.message_id)
+            self._start_block()
             self.blocks.append(event.block)
             self.names[event.block["id"]] = event.block["name"]
             self.live.clear()
