@@ -77,6 +77,12 @@ class AgentConversation(models.Model):
     )
     notes = models.JSONField(default=list, blank=True, help_text="Working notes: [{id, text}].")
     notes_revision = models.PositiveIntegerField(default=0)
+    runtime_binding = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The agent program's session this conversation continues: {runtime, session_id, "
+        "length, digest} ({} when none). Archived with the conversation, never exported.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -146,6 +152,9 @@ class ConversationArchive(models.Model):
     reason = models.CharField(max_length=20, choices=Reason.choices)
     messages = models.JSONField(default=list, blank=True)
     notes = models.JSONField(default=list, blank=True)
+    runtime_binding = models.JSONField(
+        default=dict, blank=True, help_text="The agent program's session the conversation was bound to."
+    )
     length = models.PositiveIntegerField(default=0)
     bytes = models.PositiveBigIntegerField(default=0)
     revision = models.PositiveBigIntegerField(default=0, help_text="Conversation revision when archived.")

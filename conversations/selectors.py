@@ -72,6 +72,17 @@ def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:
     )
 
 
+def conversation_runtime_binding(*, key: ConversationKey) -> dict[str, Any]:
+    """The agent program's session binding of the conversation (`{}` when none). Runtime state: it is
+    never exported nor shown in the API."""
+    value = (
+        AgentConversation.objects.filter(**key.filter_kwargs())
+        .values_list("runtime_binding", flat=True)
+        .first()
+    )
+    return dict(value) if isinstance(value, dict) else {}
+
+
 def conversation_list(*, workflow_id: str) -> QuerySet[AgentConversation]:
     """Every conversation of a workflow (metadata only), newest generation first, then by agent."""
     return (

@@ -363,9 +363,18 @@ _AGENT_PARAMETERS: dict[str, Any] = {
     "additionalProperties": False,
     "properties": {
         "system_prompt": {"type": "string", "maxLength": 100_000},
+        # A model provider, or an agent program run as the agent's runtime (claude_code, codex_cli).
         "provider": {
             "type": "string",
-            "enum": ["offline", "openai", "openai_compatible", "anthropic", "gemini"],
+            "enum": [
+                "offline",
+                "openai",
+                "openai_compatible",
+                "anthropic",
+                "gemini",
+                "claude_code",
+                "codex_cli",
+            ],
             "default": "offline",
         },
         "model": {"type": "string", "maxLength": 200},

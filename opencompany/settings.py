@@ -297,6 +297,14 @@ GEMINI_BASE_URL = os.environ.get("GEMINI_BASE_URL", "")
 OPENAI_COMPATIBLE_BASE_URL = os.environ.get("OPENAI_COMPATIBLE_BASE_URL", "")
 OPENAI_COMPATIBLE_API_KEY = os.environ.get("OPENAI_COMPATIBLE_API_KEY", "")
 OPENCOMPANY_PROVIDER_PROBE_TTL_S = _env_int("OPENCOMPANY_PROVIDER_PROBE_TTL_S", 86_400)
+# Agent runtimes that are programs (Claude Code, Codex CLI; docs/providers.md): where bin/install-runtimes
+# put them, and where each agent's program keeps its own state and working directory (shared by every
+# process that runs such agents, so a bound session resumes wherever the next firing runs).
+OPENCOMPANY_RUNTIMES_BIN = os.environ.get(
+    "OPENCOMPANY_RUNTIMES_BIN", str(BASE_DIR / "runtimes" / "node_modules" / ".bin")
+)
+OPENCOMPANY_RUNTIME_HOME = os.environ.get("OPENCOMPANY_RUNTIME_HOME", str(BASE_DIR / "var" / "runtimes"))
+OPENCOMPANY_RUNTIME_TIMEOUT_S = _env_int("OPENCOMPANY_RUNTIME_TIMEOUT_S", 3600)
 DATA_UPLOAD_MAX_MEMORY_SIZE = OPENCOMPANY_MAX_BODY_BYTES
 OPENCOMPANY_RUN_HEARTBEAT_TIMEOUT_S = _env_int("OPENCOMPANY_RUN_HEARTBEAT_TIMEOUT_S", 30)
 OPENCOMPANY_RUN_HEARTBEAT_S = float(os.environ.get("OPENCOMPANY_RUN_HEARTBEAT_S") or 5)

@@ -10,7 +10,8 @@ runs runs on any number of worker processes) or `manual` (nothing is started; te
 Modules: `dispatch` (where a run executes and how it is started; the chat app registers `dispatch_run`
 as the services' run dispatcher), `prepare` (the agent, model and tools, and the turn's beginning),
 `probe` (the OpenAI-compatible server's verified capabilities), `sink` (the per-turn appends), `stream`
-(events, draft and heartbeat), `stop` (the stop listener) and `run` (`execute_run`). Import the public
+(events, draft and heartbeat), `stop` (the stop listener), `runtime` (agents whose runtime is a program:
+Claude Code, Codex CLI) and `run` (`execute_run`). Import the public
 names from this package.
 """
 

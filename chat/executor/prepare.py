@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +26,12 @@ from opencompany.llm.providers import (
     ProviderError,
     get_provider,
 )
+from opencompany.llm.runtimes import RuntimeConfig, get_runtime, is_runtime
 from opencompany.llm.tools import ToolSpec
 from opencompany.llm.wire import Message
 
 DEFAULT_MODELS = {"offline": "offline-demo"}
+_PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
 
 
 @dataclass
@@ -83,11 +86,35 @@ def provider_config(*, capabilities: CompatCapabilities | None = None) -> Provid
     )
 
 
+def runtime_config() -> RuntimeConfig:
+    """The programs' location and credentials from settings; the operator's proxy variables pass
+    through to them, nothing else of this process's environment does."""
+    proxies = {
+        name: value
+        for variable in _PROXY_VARIABLES
+        for name in (variable, variable.lower())
+        if (value := os.environ.get(name))
+    }
+    return RuntimeConfig(
+        bin_dir=str(settings.OPENCOMPANY_RUNTIMES_BIN),
+        anthropic_api_key=settings.ANTHROPIC_API_KEY or None,
+        anthropic_base_url=settings.ANTHROPIC_BASE_URL or None,
+        openai_api_key=settings.OPENAI_API_KEY or None,
+        openai_base_url=settings.OPENAI_BASE_URL or None,
+        proxy_env=proxies,
+        path=os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
+        timeout_s=float(settings.OPENCOMPANY_RUNTIME_TIMEOUT_S),
+    )
+
+
 def _runtime(model: ModelSettings) -> str | None:
-    """The runtime the run will talk to, or None when its provider is not configured: the run then
-    fails building its provider, and the stored conversation is not handed off for it."""
+    """The runtime the run will talk to, or None when its provider (or program) is not configured: the
+    run then fails building it, and the stored conversation is not handed off for it."""
     try:
-        get_provider(model, config=provider_config())
+        if is_runtime(model.provider):
+            get_runtime(model.provider, config=runtime_config())
+        else:
+            get_provider(model, config=provider_config())
     except ProviderError:
         return None
     return model.provider

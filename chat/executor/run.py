@@ -11,6 +11,7 @@ from chat import errors
 from chat import services as chat_services
 from chat.executor.prepare import prepare_run
 from chat.executor.probe import verified_config
+from chat.executor.runtime import run_with_runtime
 from chat.executor.sink import ConversationSink
 from chat.executor.stop import listen_for_stop
 from chat.executor.stream import RunStream, heartbeat
@@ -20,6 +21,7 @@ from opencompany.core.errors import ApplicationError
 from opencompany.llm.loop import LoopResult, ToolResultEvent, run_agent_loop
 from opencompany.llm.providers import ProviderError, TextDelta, ToolCallEvent, get_provider
 from opencompany.llm.providers.base import Request
+from opencompany.llm.runtimes import is_runtime
 from opencompany.llm.tools import ToolContext
 
 logger = logging.getLogger("chat.executor")
@@ -48,7 +50,9 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
     usage: dict[str, Any] = {}
     try:
         prepared = await db_call(prepare_run)(run, claimant=claimant, stop=stop)
-        provider = get_provider(prepared.model, config=await verified_config(prepared.model))
+        provider = None  # an agent program runs the turn itself
+        if not is_runtime(prepared.model.provider):
+            provider = get_provider(prepared.model, config=await verified_config(prepared.model))
         tools = prepared.tools
         request = Request(
             system_blocks=prepared.system_blocks,
@@ -88,17 +92,23 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
                             }
                         )
 
-        result: LoopResult = await run_agent_loop(
-            request,
-            provider,
-            tools,
-            sink,
-            stop,
-            tool_context=context,
-            tool_result_max_chars=prepared.tool_result_max_chars,
-            policies=prepared.policies,
-            on_event=on_event,
-        )
+        result: LoopResult
+        if provider is None:
+            result = await run_with_runtime(
+                prepared, run, tools=tools, context=context, sink=sink, stop=stop, on_event=on_event
+            )
+        else:
+            result = await run_agent_loop(
+                request,
+                provider,
+                tools,
+                sink,
+                stop,
+                tool_context=context,
+                tool_result_max_chars=prepared.tool_result_max_chars,
+                policies=prepared.policies,
+                on_event=on_event,
+            )
         usage = result.usage.as_dict()
         if result.status == "finished":
             outcome, code, message = "finished", "", ""

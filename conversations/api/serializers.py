@@ -45,10 +45,11 @@ class ConversationRowOutput(serializers.Serializer):
 class TurnFidelityOutput(serializers.Serializer):
     runtime = serializers.CharField(allow_null=True, help_text="The provider runtime that wrote the turn.")
     fidelity = serializers.ChoiceField(
-        choices=["provider_replayable", "portable"],
+        choices=["provider_replayable", "portable", "observable"],
         allow_null=True,
         help_text="provider_replayable: the stored turn rebuilds that provider's next request with every "
-        "continuation state it exposed; portable: only the visible conversation is kept.",
+        "continuation state it exposed; portable: only the visible conversation is kept; observable: what "
+        "an agent program reported of its run, the program keeping its own state.",
     )
     epoch = serializers.IntegerField(help_text="A provider switch starts a new epoch.")
 

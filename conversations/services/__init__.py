@@ -9,8 +9,8 @@ canonical_json(wire[i]))`, so a cursor `(length, digest)` is checked against one
 
 Modules: `_common` (message preparation, the head lock, the event, the row writer), `conversation`
 (append, save, rewind), `snapshots` (branch snapshots), `archive` (clear, archive, purge), `epoch` (a
-provider switch's portable hand-off), `erase` (everything of deleted workflows). Import the public names
-from this package.
+provider switch's portable hand-off), `erase` (everything of deleted workflows), `binding` (an agent
+program's session binding). Import the public names from this package.
 """
 
 from conversations.selectors import conversation_cursor, conversation_list, conversation_load, notes_read
@@ -21,6 +21,7 @@ from conversations.services.archive import (
     conversations_archive_for_workflow,
     conversations_owner_change_hook,
 )
+from conversations.services.binding import conversation_runtime_bind, conversation_runtime_unbind
 from conversations.services.conversation import conversation_append, conversation_rewind, conversation_save
 from conversations.services.epoch import EpochStart, conversation_start_epoch
 from conversations.services.erase import conversations_erase
@@ -44,6 +45,8 @@ __all__ = [
     "conversation_list",
     "conversation_load",
     "conversation_rewind",
+    "conversation_runtime_bind",
+    "conversation_runtime_unbind",
     "conversation_save",
     "conversation_start_epoch",
     "conversations_archive_for_reset",

@@ -1,5 +1,6 @@
-"""Clear, archive and purge: a conversation is archived (messages and notes) before it is emptied, on
-Clear Context, when its Context node is removed, and on Reset; archives past retention are purged.
+"""Clear, archive and purge: a conversation is archived (messages, notes and its agent program's session
+binding) before it is emptied, on Clear Context, when its Context node is removed, and on Reset;
+archives past retention are purged.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def _archive_copy(head: AgentConversation, reason: str) -> ConversationArchive:
         reason=reason,
         messages=messages,
         notes=list(head.notes or []),
+        runtime_binding=dict(head.runtime_binding or {}),
         length=head.length,
         bytes=head.bytes,
         revision=head.revision,
@@ -64,6 +66,8 @@ def _archive_and_empty(head: AgentConversation, reason: str) -> ConversationArch
     if head.notes:
         changes["notes"] = []
         changes["notes_revision"] = F("notes_revision") + 1
+    if head.runtime_binding:
+        changes["runtime_binding"] = {}  # the program's session went with the archive
     AgentConversation.objects.filter(pk=head.pk).update(**changes)
     _publish(head, length=0, revision=head.revision + 1)
     logger.info(

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import transaction
 
-from conversations.models import ConversationArchive
+from conversations.models import AgentConversation, ConversationArchive
 from conversations.services._common import _lock_head, _prepare
 from conversations.services.archive import _archive_copy
 from conversations.services.conversation import _save_locked
@@ -30,7 +30,8 @@ class EpochStart:
 @transaction.atomic
 def conversation_start_epoch(*, key: ConversationKey, messages: Sequence[Mapping[str, Any]]) -> EpochStart:
     """Archive the stored conversation (reason `provider_switch`), then store exactly `messages`, its
-    portable hand-off, in its place; working notes are kept. The messages are checked before anything
+    portable hand-off, in its place; working notes are kept, an agent program's session binding is
+    archived and dropped. The messages are checked before anything
     is written; an empty conversation archives nothing."""
     prepared = _prepare(list(messages))
     head = _lock_head(key, create=False)
@@ -45,4 +46,8 @@ def conversation_start_epoch(*, key: ConversationKey, messages: Sequence[Mapping
             key.agent_node_id,
             head.length,
         )
-    return EpochStart(archive_id=archive_id, write=_save_locked(key, prepared))
+    write = _save_locked(key, prepared)
+    if head is not None and head.runtime_binding:
+        # The program's session holds the old epoch's turns: the new epoch starts without it.
+        AgentConversation.objects.filter(pk=head.pk).update(runtime_binding={})
+    return EpochStart(archive_id=archive_id, write=write)

@@ -40,6 +40,8 @@ BLOCKED_EXACT = frozenset(
         "providerbindings",
         "providerstate",
         "providersession",
+        "runtimebinding",
+        "runtimebindings",
         "rawcontext",
         "rawjournal",
         "rawtranscript",

@@ -4,8 +4,10 @@ portable hand-off when an agent moves to another runtime.
 Every assistant turn a provider completes carries ``metadata.runtime`` (the provider that wrote it) and
 ``metadata.fidelity``: ``provider_replayable`` when the stored turn rebuilds that provider's next request
 without losing continuation data the provider exposed (signed thinking, encrypted reasoning, thought
-signatures), ``portable`` when only the visible conversation (text, tool calls, tool results) is kept.
-The executor adds ``metadata.epoch``: a provider switch starts a new epoch.
+signatures), ``portable`` when only the visible conversation (text, tool calls, tool results) is kept,
+``observable`` when the turn is what an agent program reported of its own run (its text, the tool calls
+and results it showed) while the program keeps its state itself. The executor adds ``metadata.epoch``:
+a provider switch starts a new epoch.
 
 Opaque state is only ever sent back to the runtime that produced it: providers replay it through
 :func:`replays_opaque_state`, and a switch rewrites the stored conversation into its portable form
@@ -22,9 +24,11 @@ from typing import Any, Literal
 
 from .wire import Block, Message
 
-Fidelity = Literal["provider_replayable", "portable"]
+Fidelity = Literal["provider_replayable", "portable", "observable"]
 PROVIDER_REPLAYABLE: Fidelity = "provider_replayable"
 PORTABLE: Fidelity = "portable"
+OBSERVABLE: Fidelity = "observable"
+FIDELITIES: tuple[Fidelity, ...] = (PROVIDER_REPLAYABLE, PORTABLE, OBSERVABLE)
 
 # Block kinds that carry one provider's continuation state and mean nothing to another.
 OPAQUE_KINDS = frozenset({"thinking", "redacted_thinking", "reasoning", "provider_block"})
@@ -77,7 +81,7 @@ def turn_fidelity(message: Mapping[str, Any]) -> dict[str, Any] | None:
     fidelity = (message.get("metadata") or {}).get("fidelity")
     return {
         "runtime": runtime_of(message),
-        "fidelity": fidelity if fidelity in (PROVIDER_REPLAYABLE, PORTABLE) else None,
+        "fidelity": fidelity if fidelity in FIDELITIES else None,
         "epoch": epoch_of(message),
     }
 
