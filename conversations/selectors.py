@@ -56,10 +56,17 @@ def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
 
 
 def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:
-    """The cursor of the stored conversation as it is now: `(generation, length, digest, notes)`."""
+    """The cursor of the stored conversation as it is now: `(generation, length, digest, notes,
+    pressure)`."""
+    pressure_fields = (
+        "last_input_tokens",
+        "pressure_headroom_tokens",
+        "context_window",
+        "pressure_estimated",
+    )
     row = (
         AgentConversation.objects.filter(**key.filter_kwargs())
-        .values("length", "head_digest", "notes")
+        .values("length", "head_digest", "notes", *pressure_fields)
         .first()
     )
     if row is None:
@@ -69,6 +76,7 @@ def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:
         length=row["length"],
         digest=row["head_digest"],
         notes=list(row["notes"] or []),
+        pressure={name: row[name] for name in pressure_fields},
     )
 
 
@@ -104,6 +112,9 @@ def conversation_list(*, workflow_id: str) -> QuerySet[AgentConversation]:
             "cache_read_tokens",
             "cache_write_tokens",
             "last_input_tokens",
+            "pressure_headroom_tokens",
+            "context_window",
+            "pressure_estimated",
             "created_at",
             "updated_at",
         )

@@ -19,6 +19,7 @@ from typing import Any
 
 from chat import services as chat_services
 from chat.executor.sink import ConversationSink
+from conversations.services.context import CallScope
 from conversations.tools import NOTES_TOOL_NAME
 from conversations.types import ConversationKey
 from graphs.wiring import Teammate, WiredTool, has_context, node_parameters, teammates, wired_tools
@@ -165,7 +166,18 @@ async def run_teammate(scope: RunScope, mate: Teammate, task: str, *, firing: st
         ),
         provider,
         tools,
-        ConversationSink(key, len(messages), digest),
+        ConversationSink(
+            key,
+            len(messages),
+            digest,
+            scope=CallScope(
+                workflow_id=scope.workflow_id,
+                generation=scope.generation,
+                agent_node_id=mate.node_id,
+                run_id=firing,
+                key=key,
+            ),
+        ),
         scope.stop or asyncio.Event(),
         tool_context=ToolContext(
             run_id=firing,

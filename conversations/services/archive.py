@@ -15,7 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
-from conversations.services._common import _lock_head, _publish
+from conversations.services._common import EMPTY_PRESSURE, _lock_head, _publish
 from conversations.types import ClearResult, ConversationKey
 from graphs.hooks import OwnerChange, ResetContext
 from opencompany.core.errors import invalid
@@ -62,6 +62,7 @@ def _archive_and_empty(head: AgentConversation, reason: str) -> ConversationArch
         "head_digest": "",
         "revision": F("revision") + 1,
         "updated_at": timezone.now(),
+        **EMPTY_PRESSURE,
     }
     if head.notes:
         changes["notes"] = []
