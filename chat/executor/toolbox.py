@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from chat import services as chat_services
 from chat.executor.sink import ConversationSink
 from conversations.services.context import CallScope
@@ -24,6 +26,7 @@ from conversations.tools import NOTES_TOOL_NAME
 from conversations.types import ConversationKey
 from graphs.wiring import Teammate, WiredTool, has_context, node_parameters, teammates, wired_tools
 from opencompany.core.asyncdb import db_call
+from opencompany.llm.context import CompactionPolicy
 from opencompany.llm.loop import LoopPolicies, run_agent_loop
 from opencompany.llm.providers import ModelSettings, ProviderConfig, ProviderError, get_provider
 from opencompany.llm.providers.base import Request
@@ -72,7 +75,9 @@ def system_prompt_of(params: dict[str, Any]) -> str:
 
 def policies_of(params: dict[str, Any]) -> LoopPolicies:
     ratio = params.get("compaction_ratio")
-    return LoopPolicies(compaction_ratio=float(ratio) if ratio else 0.8)
+    # A compaction's findings become one working-notes entry: no longer than the notes allow one.
+    findings = CompactionPolicy(findings_max_chars=int(settings.OPENCOMPANY_NOTES_ENTRY_MAX_CHARS))
+    return LoopPolicies(compaction_ratio=float(ratio) if ratio else 0.8, compaction=findings)
 
 
 def _node_tool(wired: WiredTool, siblings: int) -> ToolSpec | None:
