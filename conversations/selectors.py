@@ -194,12 +194,12 @@ def usage_totals(*, workflow_id: str, agent_node_id: str | None = None) -> dict[
         cached_tokens=Sum("cached_tokens"),
         cache_write_tokens=Sum("cache_write_tokens"),
         output_tokens=Sum("output_tokens"),
-        cost=Sum("cost"),
+        cost_sum=Sum("cost"),
         unpriced=Count("id", filter=Q(cost__isnull=True)),
     )
-    unpriced = totals.pop("unpriced")
-    out: dict[str, Any] = {name: int(value or 0) for name, value in totals.items() if name != "cost"}
-    out["cost"] = totals["cost"] if totals["cost"] is not None else Decimal(0)
+    unpriced, cost = totals.pop("unpriced"), totals.pop("cost_sum")
+    out: dict[str, Any] = {name: int(value or 0) for name, value in totals.items()}
+    out["cost"] = cost if cost is not None else Decimal(0)
     out["cost_complete"] = unpriced == 0
     return out
 

@@ -108,7 +108,6 @@ class ConversationSink:
             expected_length=self.length,
             expected_digest=self.digest,
             boundary=candidate.boundary,
-            messages=candidate.messages,
             findings=candidate.findings,
             sizes=_sizes(candidate.messages_before, len(candidate.messages), candidate),
         )

@@ -30,8 +30,7 @@ from conversations.services._common import (
     _write_from,
 )
 from conversations.types import ConversationKey
-from opencompany.core.errors import ApplicationError
-from opencompany.core.json import canonical_json
+from opencompany.core.errors import ApplicationError, invalid
 
 logger = logging.getLogger(__name__)
 
@@ -204,18 +203,21 @@ def conversation_compact(
     expected_length: int,
     expected_digest: str,
     boundary: int,
-    messages: list[dict[str, Any]],
     findings: str,
     sizes: dict[str, Any],
 ) -> Compacted:
-    """Activate a compaction: the stored conversation becomes `messages` (its part from `boundary` on)
-    and the prefix's findings go into the working-notes slot (entry `findings`); the other notes stay.
+    """Activate a compaction: the stored conversation keeps its messages from `boundary` on (the
+    committed prefix before it is dropped) and the prefix's findings go into the working-notes slot
+    (entry `findings`); the other notes stay.
 
     A compare-and-swap on the head: when the stored conversation is no longer exactly
     (`expected_length`, `expected_digest`) — cleared, reset or moved meanwhile — nothing changes but an
-    attempt row, and `context_changed` is raised. `messages` must be the stored tail from `boundary`
-    (`conversation_conflict` otherwise). An applied compaction is recorded as an attempt row too
-    (outcome `applied`); it is what the chat marks "Earlier messages summarized" from."""
+    attempt row, and `context_changed` is raised. The head digest proves the stored prefix is the one
+    the candidate was cut from, so the tail is taken from the store as it is. An applied compaction is
+    recorded as an attempt row too (outcome `applied`); it is what the chat marks "Earlier messages
+    summarized" from."""
+    if isinstance(boundary, bool) or not isinstance(boundary, int) or not 0 < boundary < expected_length:
+        raise invalid("boundary must lie inside the conversation.", {"boundary": [str(boundary)]})
     try:
         return _activate(
             key=key,
@@ -223,7 +225,6 @@ def conversation_compact(
             expected_length=expected_length,
             expected_digest=expected_digest,
             boundary=boundary,
-            messages=messages,
             findings=findings,
             sizes=sizes,
         )
@@ -243,7 +244,6 @@ def _activate(
     expected_length: int,
     expected_digest: str,
     boundary: int,
-    messages: list[dict[str, Any]],
     findings: str,
     sizes: dict[str, Any],
 ) -> Compacted:
@@ -254,12 +254,8 @@ def _activate(
             "The Context changed while it was being compacted; nothing was replaced.",
             {"length": head.length if head is not None else 0, "expected_length": expected_length},
         )
-    prepared = _prepare(messages)
     stored = ConversationMessage.objects.filter(conversation=head, seq__gte=boundary).order_by("seq")
-    if [canonical_json(w) for w in stored.values_list("wire", flat=True)] != prepared.texts:
-        raise _error(
-            errors.CONVERSATION_CONFLICT, "The compacted tail is not the stored conversation's tail."
-        )
+    prepared = _prepare(list(stored.values_list("wire", flat=True)))
     tail_digest = _chain(prepared.encoded, "")
     notes = _with_findings(list(head.notes or []), findings)
     write = _write_from(head, start=0, prepared=prepared, digests=tail_digest, notes=notes)

@@ -36,7 +36,6 @@ def compact_before_latest(key, *, boundary: int, findings: str = "short summary"
         expected_length=cursor.length,
         expected_digest=cursor.digest,
         boundary=boundary,
-        messages=conversation_load(key=key)[boundary:],
         findings=findings,
         sizes={"messages_before": cursor.length, "messages_after": cursor.length - boundary},
     )
@@ -122,7 +121,6 @@ def test_a_compaction_over_a_head_that_moved_is_refused_with_context_changed_and
             expected_length=3,
             expected_digest="0" * 64,
             boundary=2,
-            messages=[user("latest")],
             findings="f",
             sizes={},
         )
@@ -132,7 +130,7 @@ def test_a_compaction_over_a_head_that_moved_is_refused_with_context_changed_and
     assert CompactionAttempt.objects.values_list("outcome", "reason").get() == ("failed", "context_changed")
 
 
-def test_a_compaction_whose_tail_is_not_the_stored_tail_is_refused(key):
+def test_a_compaction_boundary_outside_the_conversation_is_invalid(key):
     conversation_save(key=key, messages=[user("a" * 500), assistant("b"), user("latest")])
     cursor = conversation_cursor(key=key)
 
@@ -142,14 +140,14 @@ def test_a_compaction_whose_tail_is_not_the_stored_tail_is_refused(key):
             run_id="run-1",
             expected_length=3,
             expected_digest=cursor.digest,
-            boundary=2,
-            messages=[user("something else")],
+            boundary=3,
             findings="f",
             sizes={},
         )
 
-    assert exc.value.code == "conversation_conflict"
+    assert exc.value.code == "invalid_request"
     assert conversation_load(key=key) == [user("a" * 500), assistant("b"), user("latest")]
+    assert CompactionAttempt.objects.exists() is False
 
 
 def test_rewind_past_the_stored_length_or_to_a_foreign_prefix_is_refused(key):
