@@ -71,7 +71,7 @@ def _start(input_tokens: int, cache_read: int) -> dict[str, Any]:
         "cache_read_input_tokens": cache_read,
         "cache_creation_input_tokens": 0,
     }
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_1",
         "type": "message",
         "role": "assistant",

@@ -158,10 +158,10 @@ def _fill(workflow: Any) -> None:
     branch_snapshot_keep(key=key, thread_key=f"chat:{workflow.pk}:1", leaf_uid="m_leaf")
     conversation_clear(key=key)
     conversation_append(key=key, messages=said, expected_length=0)
-    scope = CallScope(
+    call_scope = CallScope(
         workflow_id=workflow.pk, generation=1, agent_node_id=key.agent_node_id, run_id="r1", key=key
     )
-    provider_call_record(scope=scope, counts=_counts())
+    provider_call_record(scope=call_scope, counts=_counts())
     compaction_attempt_record(key=key, run_id="r1", outcome="refused", reason="not_smaller", sizes={})
     admission = chat_services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text=SECRET)
     chat_services.chat_stop(workflow=workflow, run_id=admission.run.run_id)
