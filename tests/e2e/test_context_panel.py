@@ -86,10 +86,13 @@ def test_the_context_panel_shows_the_apis_pressure_usage_and_turn_fidelity_throu
     switched = expect_panel_matches_api(page, e2e_workflow)
     assert switched["row"]["last_input_tokens"] == two["row"]["last_input_tokens"]
 
+    # Newest first: the edited branch's request, whose messages left the stored Context with the switch.
     latest = turns.first
     latest.get_by_text("What the agent saw").click()
-    saw = latest.locator(".ctx-saw-messages li")
-    expect(saw.first).to_have_text("user: First turn")
+    expect(latest.locator(".ctx-saw")).to_contain_text("no longer stored")
+    first = turns.last
+    first.get_by_text("What the agent saw").click()
+    expect(first.locator(".ctx-saw-messages li")).to_have_text(["user: First turn"])
 
     page.get_by_role("button", name="Clear Context…").click()
     page.get_by_role("dialog").get_by_role("button", name="Clear Context").click()
