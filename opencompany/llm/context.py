@@ -21,12 +21,11 @@ from dataclasses import dataclass
 
 from opencompany.core.json import canonical_json
 
-from . import wire
 from .fidelity import OPAQUE_KINDS, replays_opaque_state
 from .policies import Summarizer
 from .providers.base import ModelSettings, Request
 from .tools import ToolSpec
-from .wire import Message, tool_calls_of, tool_result_of
+from .wire import Message, WireError, tool_calls_of, tool_result_of, validate_message
 
 CHARS_PER_TOKEN = 4
 
@@ -107,8 +106,8 @@ class ContextAdapter:
         open_calls: set[str] = set()
         for index, message in enumerate(candidate):
             try:
-                wire.validate_message(message)
-            except wire.WireError:
+                validate_message(message)
+            except WireError:
                 problems.append(f"invalid_message:{index}")
                 continue
             for call in tool_calls_of(message):
