@@ -312,6 +312,35 @@ def test_clear_context_during_a_compaction_keeps_it_cleared_and_ends_the_run_con
     assert len(server.received) == 2  # nothing was sent after the refused activation
 
 
+def test_clear_context_while_an_answer_streams_keeps_it_cleared_and_ends_the_run_context_changed(
+    server, owner
+):
+    workflow = _workflow(owner)
+    key = _key(workflow)
+    server.replies.append(text_reply("Earlier.", input_tokens=40))
+    _run(_send(workflow, "earlier"))
+    held = text_reply("An answer to a question the owner cleared.", input_tokens=80)
+    held.hold_after = 3
+    server.replies.append(held)
+
+    run_id = _send(workflow, "now")
+    worker = _in_background(run_id)
+    assert held.held.wait(10)
+    conversation_clear(key=key)
+    held.release.set()
+    worker.join(20)
+
+    run = ChatRun.objects.get(run_id=run_id)
+    assert (run.state, run.error_code) == ("error", "context_changed")
+    assert conversation_load(key=key) == []
+    head = AgentConversation.objects.get(**key.filter_kwargs())
+    assert (head.length, head.last_input_tokens) == (0, 0)
+    assert list(ProviderCall.objects.order_by("id").values_list("status", "input_tokens")) == [
+        ("ok", 40),
+        ("ok", 80),
+    ]
+
+
 def test_a_compaction_that_does_not_reduce_the_tokens_is_refused_recorded_and_changes_nothing(
     server, owner, api_client
 ):
