@@ -54,8 +54,9 @@ def conversation_append(
     A caller that knows the head digest it is appending after (the `digest` of its previous write)
     passes `expected_digest`: the store then checks the head and appends in one compare-and-set (one
     statement on PostgreSQL); any mismatch falls back to the locked path, which answers with the
-    precise conflict: `context_changed` when the head is no longer that digest (the conversation was
-    cleared, reset or moved under the writer), `conversation_conflict` for a stale length.
+    precise conflict: `context_changed` when the stored conversation no longer starts with the prefix
+    the writer read (it was cleared, reset, rewound or rewritten under the writer),
+    `conversation_conflict` when another writer appended after it or the length is stale.
     """
     if isinstance(expected_length, bool) or not isinstance(expected_length, int) or expected_length < 0:
         raise invalid("expected_length must be an integer ≥ 0.")
@@ -66,6 +67,22 @@ def conversation_append(
         if written is not None:
             return written
     return _append_locked(key, prepared, expected_length, usage_counts, expected_digest or None)
+
+
+def _extends(head: AgentConversation | None, length: int, digest: str) -> bool:
+    """Whether the stored conversation still starts with the prefix `(length, digest)` a writer read:
+    it is that prefix, or another writer appended after it (an ordinary race, `conversation_conflict`).
+    Otherwise the prefix is gone — cleared, reset, rewound or rewritten — and the write is stale."""
+    if head is None or head.length < length:
+        return False
+    if head.length == length:
+        return head.head_digest == digest
+    stored = (
+        ConversationMessage.objects.filter(conversation=head, seq=length - 1)
+        .values_list("digest", flat=True)
+        .first()
+    )
+    return stored == digest
 
 
 def _context_changed(head: AgentConversation | None, expected_length: int) -> ApplicationError:
@@ -130,7 +147,7 @@ def _append_locked(
 ) -> ConversationWrite:
     has_write = bool(prepared.wires) or usage_counts is not None
     head = _lock_head(key, create=has_write and expected_length == 0)
-    if expected_digest is not None and (head is None or head.head_digest != expected_digest):
+    if expected_digest is not None and not _extends(head, expected_length, expected_digest):
         raise _context_changed(head, expected_length)
     current = head.length if head is not None else 0
     if current != expected_length:

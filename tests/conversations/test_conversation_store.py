@@ -124,8 +124,9 @@ def test_a_stale_length_is_a_conflict_and_a_head_that_moved_is_context_changed(w
     first = conversation_append(key=key, messages=turns(2), expected_length=0)
     events.subscribe(f"owner.{workflow.owner_id}")
 
+    after_one = ConversationMessage.objects.get(conversation__agent_node_id="a", seq=0).digest
     with pytest.raises(ApplicationError) as stale_length:
-        conversation_append(key=key, messages=turns(1), expected_length=1, expected_digest=first.digest)
+        conversation_append(key=key, messages=turns(1), expected_length=1, expected_digest=after_one)
 
     assert stale_length.value.code == CONVERSATION_CONFLICT
     assert stale_length.value.extra == {"length": 2, "expected_length": 1}
