@@ -111,25 +111,25 @@ def context_marks(
     rows (archives with reason `cleared`, applied compaction attempts), each placed after the last
     message of the active path written before it (`after_id` None: before the first). A New chat's
     clear archives the chat at the same moment, so a chat never shows the clear that began the next."""
-    deployment = live_deployment(workflow=workflow)
-    agent = chat_agent(deployment.graph or {}) if deployment is not None else None
-    if agent is None:
-        return []
-    scope = {"workflow_id": workflow.pk, "generation": generation, "agent_node_id": agent}
+    scope = {"workflow_id": workflow.pk, "generation": generation}
     found = [
-        (at, CLEARED_MARK)
-        for at in ConversationArchive.objects.filter(
+        (at, agent, CLEARED_MARK)
+        for at, agent in ConversationArchive.objects.filter(
             **scope, reason=ConversationArchive.Reason.CLEARED, archived_at__gte=thread.created_at
-        ).values_list("archived_at", flat=True)
+        ).values_list("archived_at", "agent_node_id")
     ]
     found += [
-        (at, SUMMARIZED_MARK)
-        for at in CompactionAttempt.objects.filter(
+        (at, agent, SUMMARIZED_MARK)
+        for at, agent in CompactionAttempt.objects.filter(
             **scope, outcome=CompactionAttempt.Outcome.APPLIED, created_at__gte=thread.created_at
-        ).values_list("created_at", flat=True)
+        ).values_list("created_at", "agent_node_id")
     ]
+    if not found:
+        return []  # the usual case: no deployed graph to read
+    deployment = live_deployment(workflow=workflow)
+    answering = chat_agent(deployment.graph or {}) if deployment is not None else None
     marks = []
-    for at, kind in sorted(found):
+    for at, _, kind in sorted(row for row in found if row[1] == answering):
         before = [m for m in path if m.created_at <= at]
         marks.append({"kind": kind, "after_id": before[-1].uid if before else None, "at": at.isoformat()})
     return marks
