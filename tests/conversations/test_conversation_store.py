@@ -121,7 +121,7 @@ def test_the_digest_append_stores_what_the_locked_append_stores(workflow, events
 
 def test_a_stale_length_is_a_conflict_and_a_head_that_moved_is_context_changed(workflow, events, store):
     key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="a")
-    first = conversation_append(key=key, messages=turns(2), expected_length=0)
+    conversation_append(key=key, messages=turns(2), expected_length=0)
     events.subscribe(f"owner.{workflow.owner_id}")
 
     after_one = ConversationMessage.objects.get(conversation__agent_node_id="a", seq=0).digest
