@@ -22,8 +22,10 @@ from chat.models import (
     ChatThread,
     ProviderProbe,
 )
+from conversations.models import CompactionAttempt, ConversationArchive
 from graphs.models import Workflow
 from graphs.selectors import live_deployment
+from graphs.wiring import chat_agent
 from opencompany.core import gate
 from opencompany.core.errors import not_found
 from opencompany.llm.providers import CompatCapabilities
@@ -98,6 +100,41 @@ def live_generation(*, workflow: Workflow) -> int:
     return deployment.generation if deployment else 0
 
 
+CLEARED_MARK = "context_cleared"
+SUMMARIZED_MARK = "context_summarized"
+
+
+def context_marks(
+    *, workflow: Workflow, thread: ChatThread, generation: int, path: list[ChatMessage]
+) -> list[dict[str, Any]]:
+    """Where the answering agent's Context was cleared or compacted during this chat, from the stored
+    rows (archives with reason `cleared`, applied compaction attempts), each placed after the last
+    message of the active path written before it (`after_id` None: before the first). A New chat's
+    clear archives the chat at the same moment, so a chat never shows the clear that began the next."""
+    scope = {"workflow_id": workflow.pk, "generation": generation}
+    found = [
+        (at, agent, CLEARED_MARK)
+        for at, agent in ConversationArchive.objects.filter(
+            **scope, reason=ConversationArchive.Reason.CLEARED, archived_at__gte=thread.created_at
+        ).values_list("archived_at", "agent_node_id")
+    ]
+    found += [
+        (at, agent, SUMMARIZED_MARK)
+        for at, agent in CompactionAttempt.objects.filter(
+            **scope, outcome=CompactionAttempt.Outcome.APPLIED, created_at__gte=thread.created_at
+        ).values_list("created_at", "agent_node_id")
+    ]
+    if not found:
+        return []  # the usual case: no deployed graph to read
+    deployment = live_deployment(workflow=workflow)
+    answering = chat_agent(deployment.graph or {}) if deployment is not None else None
+    marks = []
+    for at, _, kind in sorted(row for row in found if row[1] == answering):
+        before = [m for m in path if m.created_at <= at]
+        marks.append({"kind": kind, "after_id": before[-1].uid if before else None, "at": at.isoformat()})
+    return marks
+
+
 def tree_of(*, thread: ChatThread, generation: int) -> Tree:
     return Tree.of(ChatMessage.objects.filter(thread=thread, generation=generation))
 
@@ -170,6 +207,7 @@ def chat_history(*, workflow: Workflow, before: str | None = None, limit: int = 
             "has_more": False,
             "editable": [],
             "active_runs": [],
+            "marks": [],
         }
     tree = tree_of(thread=thread, generation=generation)
     path = tree.path_to(thread.active_leaf_uid)
@@ -194,6 +232,11 @@ def chat_history(*, workflow: Workflow, before: str | None = None, limit: int = 
         "has_more": start > 0,
         "editable": editable,
         "active_runs": [render_run(r) for r in live_runs(thread=thread)],
+        "marks": [
+            mark
+            for mark in context_marks(workflow=workflow, thread=thread, generation=generation, path=path)
+            if mark["after_id"] in {m.uid for m in page} or (mark["after_id"] is None and start == 0)
+        ],
     }
 
 

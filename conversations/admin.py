@@ -10,7 +10,14 @@ from django.db.models import QuerySet
 from django.db.models.fields.json import KeyTransform
 from django.http import HttpRequest
 
-from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
+from conversations.models import (
+    AgentConversation,
+    BranchSnapshot,
+    CompactionAttempt,
+    ConversationArchive,
+    ConversationMessage,
+    ProviderCall,
+)
 from conversations.selectors import conversation_fidelity
 from conversations.services import archive_purge, conversation_clear
 from conversations.types import ConversationKey
@@ -113,6 +120,9 @@ class AgentConversationAdmin(ReadOnlyAdmin):
         "cache_read_tokens",
         "cache_write_tokens",
         "last_input_tokens",
+        "pressure_headroom_tokens",
+        "context_window",
+        "pressure_estimated",
         "current_fidelity",
         "notes_pretty",
         "notes_revision",
@@ -281,3 +291,58 @@ class BranchSnapshotAdmin(ReadOnlyAdmin):
     @admin.display(description="notes")
     def notes_pretty(self, obj: BranchSnapshot) -> str:
         return pretty_json(obj.notes)
+
+
+@admin.register(ProviderCall)
+class ProviderCallAdmin(ReadOnlyAdmin):
+    """The lifetime-usage ledger and request records: counts and digests, no content."""
+
+    list_display = (
+        "created_at",
+        "workflow_id",
+        "generation",
+        "agent_node_id",
+        "kind",
+        "status",
+        "provider",
+        "model",
+        "input_tokens",
+        "cached_tokens",
+        "output_tokens",
+        "cost",
+        "fidelity",
+    )
+    list_filter = ("owner", WorkflowIdFilter, "kind", "status", "provider", "created_at")
+    search_fields = ("workflow_id", "agent_node_id", "run_id", "model")
+    list_select_related = ("owner",)
+    readonly_fields = (
+        *(f.name for f in ProviderCall._meta.fields if f.name not in {"id", "settings"}),
+        "settings_pretty",
+    )
+    exclude = ("settings",)
+
+    @admin.display(description="settings")
+    def settings_pretty(self, obj: ProviderCall) -> str:
+        return pretty_json(obj.settings)
+
+
+@admin.register(CompactionAttempt)
+class CompactionAttemptAdmin(ReadOnlyAdmin):
+    """Compactions, applied or not: why, and the sizes before and after. No content."""
+
+    list_display = (
+        "created_at",
+        "workflow_id",
+        "generation",
+        "agent_node_id",
+        "outcome",
+        "reason",
+        "messages_before",
+        "messages_after",
+        "tokens_before",
+        "tokens_after",
+    )
+    list_filter = ("owner", WorkflowIdFilter, "outcome", "reason", "created_at")
+    search_fields = ("workflow_id", "agent_node_id", "run_id")
+    list_select_related = ("owner",)
+    readonly_fields = tuple(f.name for f in CompactionAttempt._meta.fields if f.name != "id")

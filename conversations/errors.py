@@ -8,6 +8,7 @@ CONVERSATION_LOAD_FAILED = "conversation_load_failed"
 NOTES_FULL = "notes_full"
 NOTES_CONFLICT = "notes_conflict"
 NOTE_NOT_FOUND = "note_not_found"
+CONTEXT_CHANGED = "context_changed"
 
 STATUS = {
     CONVERSATION_CONFLICT: 409,
@@ -18,4 +19,5 @@ STATUS = {
     NOTES_FULL: 400,
     NOTES_CONFLICT: 409,
     NOTE_NOT_FOUND: 404,
+    CONTEXT_CHANGED: 409,
 }

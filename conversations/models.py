@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from psycopg.types.json import Json
 
 from opencompany.core.json import canonical_json
@@ -73,7 +73,18 @@ class AgentConversation(models.Model):
     cache_read_tokens = models.PositiveBigIntegerField(default=0)
     cache_write_tokens = models.PositiveBigIntegerField(default=0)
     last_input_tokens = models.PositiveBigIntegerField(
-        default=0, help_text="Prompt tokens of the latest request (context pressure)."
+        default=0,
+        help_text="Context pressure: the input tokens of the last request sent for this conversation, as "
+        "the provider reported them (cached reads counted once).",
+    )
+    pressure_headroom_tokens = models.PositiveBigIntegerField(
+        default=0, help_text="Context pressure: the output tokens that request reserved."
+    )
+    context_window = models.PositiveBigIntegerField(
+        default=0, help_text="The context window of the model that request went to (0: none sent yet)."
+    )
+    pressure_estimated = models.BooleanField(
+        default=False, help_text="The input count is an estimate (the provider reported none)."
     )
     notes = models.JSONField(default=list, blank=True, help_text="Working notes: [{id, text}].")
     notes_revision = models.PositiveIntegerField(default=0)
@@ -133,6 +144,115 @@ class ConversationMessage(models.Model):
         return str(self.wire.get("role", "")) if isinstance(self.wire, dict) else ""
 
 
+class ProviderCall(models.Model):
+    """One provider call of an agent: the lifetime-usage ledger row and the request record in one.
+
+    Append-only: a row is written when the call ends (finished, stopped or failed) and never changed.
+    It is keyed by plain values, not by the conversation row, so it outlives New chat, Clear Context and
+    Reset. The request is recorded by reference: digests of the system prompt, the notes block and the
+    tool definitions, and the range of the conversation's messages that was sent; no content.
+    """
+
+    class Kind(models.TextChoices):
+        STEP = "step", "agent step"
+        COMPACTION = "compaction", "compaction"
+
+    class Status(models.TextChoices):
+        OK = "ok", "ok"
+        STOPPED = "stopped", "stopped"
+        ERROR = "error", "error"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="provider_calls", db_index=False
+    )
+    workflow_id = models.CharField(max_length=40)
+    generation = models.PositiveIntegerField()
+    agent_node_id = models.CharField(max_length=255)
+    run_id = models.CharField(max_length=200, blank=True, default="")
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.STEP)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.OK)
+    provider = models.CharField(max_length=40)
+    model = models.CharField(max_length=200, blank=True, default="")
+    input_tokens = models.PositiveBigIntegerField(
+        default=0, help_text="The whole prompt as reported (cached reads included once)."
+    )
+    cached_tokens = models.PositiveBigIntegerField(default=0, help_text="Part of input read from cache.")
+    cache_write_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    usage_reported = models.BooleanField(default=True, help_text="False: the provider reported no usage.")
+    cost = models.DecimalField(
+        max_digits=14, decimal_places=6, null=True, blank=True, help_text="From the configured prices."
+    )
+    settings = models.JSONField(default=dict, blank=True, help_text="Model settings of the request.")
+    system_digest = models.CharField(max_length=64, blank=True, default="")
+    notes_digest = models.CharField(max_length=64, blank=True, default="")
+    tools_digest = models.CharField(max_length=64, blank=True, default="")
+    message_start = models.PositiveIntegerField(default=0, help_text="First conversation seq sent.")
+    message_end = models.PositiveIntegerField(default=0, help_text="One past the last seq sent.")
+    conversation_digest = models.CharField(
+        max_length=64, blank=True, default="", help_text="Chained digest of the last message sent."
+    )
+    runtime = models.CharField(max_length=40, blank=True, default="")
+    fidelity = models.CharField(max_length=24, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["workflow_id", "agent_node_id", "-created_at"], name="provider_call_agent"),
+            models.Index(fields=["owner", "-created_at"], name="provider_call_owner"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(message_end__gte=F("message_start")), name="provider_call_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(cost__isnull=True) | Q(cost__gte=0), name="provider_call_cost"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.provider}/{self.model} {self.workflow_id} {self.agent_node_id}"
+
+
+class CompactionAttempt(models.Model):
+    """One compaction of a conversation, applied or not: why, and the sizes before and after. No content."""
+
+    class Outcome(models.TextChoices):
+        APPLIED = "applied", "applied"
+        REFUSED = "refused", "refused"
+        FAILED = "failed", "failed"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="compaction_attempts", db_index=False
+    )
+    workflow_id = models.CharField(max_length=40)
+    generation = models.PositiveIntegerField()
+    agent_node_id = models.CharField(max_length=255)
+    run_id = models.CharField(max_length=200, blank=True, default="")
+    outcome = models.CharField(max_length=8, choices=Outcome.choices)
+    reason = models.CharField(max_length=40, blank=True, default="")
+    messages_before = models.PositiveIntegerField(default=0)
+    messages_after = models.PositiveIntegerField(default=0)
+    tokens_before = models.PositiveBigIntegerField(default=0)
+    tokens_after = models.PositiveBigIntegerField(default=0)
+    estimated = models.BooleanField(default=True, help_text="The token counts are estimates.")
+    system_digest = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(
+                fields=["workflow_id", "generation", "agent_node_id"], name="compaction_attempt_key"
+            ),
+            models.Index(fields=["owner", "-created_at"], name="compaction_attempt_owner"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.outcome} {self.reason} {self.workflow_id} {self.agent_node_id}"
+
+
 class ConversationArchive(models.Model):
     """A copy of a conversation taken before it was emptied (clear, reset, Context removed) or rewritten
     into its portable form when the agent moved to another provider (the old runtime's opaque state)."""
@@ -183,6 +303,9 @@ class BranchSnapshot(models.Model):
     generation = models.PositiveIntegerField()
     messages = models.JSONField(default=list, blank=True)
     notes = models.JSONField(default=list, blank=True)
+    pressure = models.JSONField(
+        default=dict, blank=True, help_text="The conversation's context pressure on that branch."
+    )
     bytes = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField()
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+from decimal import Decimal
 from typing import Any
 
 from django.db import DatabaseError
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet, Sum
 
 from conversations import errors
-from conversations.models import AgentConversation, ConversationMessage
+from conversations.models import AgentConversation, ConversationMessage, ProviderCall
 from conversations.store import conversation_store
 from conversations.types import ConversationCursor, ConversationKey, NotesState
 from opencompany.core.errors import ApplicationError
@@ -56,10 +57,17 @@ def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
 
 
 def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:
-    """The cursor of the stored conversation as it is now: `(generation, length, digest, notes)`."""
+    """The cursor of the stored conversation as it is now: `(generation, length, digest, notes,
+    pressure)`."""
+    pressure_fields = (
+        "last_input_tokens",
+        "pressure_headroom_tokens",
+        "context_window",
+        "pressure_estimated",
+    )
     row = (
         AgentConversation.objects.filter(**key.filter_kwargs())
-        .values("length", "head_digest", "notes")
+        .values("length", "head_digest", "notes", *pressure_fields)
         .first()
     )
     if row is None:
@@ -69,6 +77,7 @@ def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:
         length=row["length"],
         digest=row["head_digest"],
         notes=list(row["notes"] or []),
+        pressure={name: row[name] for name in pressure_fields},
     )
 
 
@@ -104,6 +113,9 @@ def conversation_list(*, workflow_id: str) -> QuerySet[AgentConversation]:
             "cache_read_tokens",
             "cache_write_tokens",
             "last_input_tokens",
+            "pressure_headroom_tokens",
+            "context_window",
+            "pressure_estimated",
             "created_at",
             "updated_at",
         )
@@ -164,3 +176,53 @@ def notes_read(*, key: ConversationKey) -> NotesState:
     return NotesState(
         entries=list(row["notes"] or []), notes_revision=row["notes_revision"], revision=row["revision"]
     )
+
+
+# --- lifetime usage and request records ---------------------------------------------------------------
+
+
+def usage_totals(*, workflow_id: str, agent_node_id: str | None = None) -> dict[str, Any]:
+    """Lifetime usage of a workflow (or one of its agents) over every generation, chat and Clear:
+    call count, token sums and the cost of the calls whose model has a configured price
+    (`cost_complete` is False when some call's model has none)."""
+    rows = ProviderCall.objects.filter(workflow_id=workflow_id)
+    if agent_node_id is not None:
+        rows = rows.filter(agent_node_id=agent_node_id)
+    totals = rows.aggregate(
+        calls=Count("id"),
+        input_tokens=Sum("input_tokens"),
+        cached_tokens=Sum("cached_tokens"),
+        cache_write_tokens=Sum("cache_write_tokens"),
+        output_tokens=Sum("output_tokens"),
+        cost_sum=Sum("cost"),
+        unpriced=Count("id", filter=Q(cost__isnull=True)),
+    )
+    unpriced, cost = totals.pop("unpriced"), totals.pop("cost_sum")
+    out: dict[str, Any] = {name: int(value or 0) for name, value in totals.items()}
+    out["cost"] = cost if cost is not None else Decimal(0)
+    out["cost_complete"] = unpriced == 0
+    return out
+
+
+def provider_calls_for(*, key: ConversationKey) -> QuerySet[ProviderCall]:
+    """The request records (provider calls) of one conversation key, newest first."""
+    return ProviderCall.objects.filter(**key.filter_kwargs()).order_by("-id")
+
+
+def request_messages(*, key: ConversationKey, call: ProviderCall) -> list[dict[str, Any]] | None:
+    """What the agent saw on a call: the stored messages of its range, when the conversation still
+    holds that exact prefix (checked by the chained digest); None once it was cleared, compacted or
+    moved. The record keeps references only, so this is the one way to its content."""
+    if call.message_end == 0:
+        return []
+    rows = ConversationMessage.objects.filter(
+        conversation__workflow_id=key.workflow_id,
+        conversation__generation=key.generation,
+        conversation__agent_node_id=key.agent_node_id,
+        seq__gte=call.message_start,
+        seq__lt=call.message_end,
+    ).order_by("seq")
+    found = list(rows.values_list("seq", "digest", "wire"))
+    if len(found) != call.message_end - call.message_start or found[-1][1] != call.conversation_digest:
+        return None
+    return [wire for _, _, wire in found]

@@ -99,8 +99,7 @@ WITH head AS (
         head_digest = %(head_digest)s, updated_at = %(now)s,
         input_tokens = c.input_tokens + %(input)s, output_tokens = c.output_tokens + %(output)s,
         cache_read_tokens = c.cache_read_tokens + %(cache_read)s,
-        cache_write_tokens = c.cache_write_tokens + %(cache_write)s,
-        last_input_tokens = COALESCE(%(last_input)s, c.last_input_tokens)
+        cache_write_tokens = c.cache_write_tokens + %(cache_write)s
     WHERE c.workflow_id = %(workflow_id)s AND c.generation = %(generation)s AND c.agent_node_id = %(agent)s
       AND c.length = %(length)s AND c.head_digest = %(digest)s
     RETURNING c.id, c.owner_id, c.length, c.revision, c.bytes, c.notes_revision
@@ -154,7 +153,6 @@ class PostgresConversationStore(ConversationStore):
             "output": usage.output_tokens if usage else 0,
             "cache_read": usage.cache_read_tokens if usage else 0,
             "cache_write": usage.cache_write_tokens if usage else 0,
-            "last_input": usage.input_tokens + usage.cache_read_tokens if usage else None,
         }
         row = hot_fetchone(_PG_APPEND_SQL, params)
         if row is None:
@@ -205,7 +203,6 @@ class PortableConversationStore(ConversationStore):
             changes["output_tokens"] = F("output_tokens") + usage.output_tokens
             changes["cache_read_tokens"] = F("cache_read_tokens") + usage.cache_read_tokens
             changes["cache_write_tokens"] = F("cache_write_tokens") + usage.cache_write_tokens
-            changes["last_input_tokens"] = usage.input_tokens + usage.cache_read_tokens
         heads = AgentConversation.objects.filter(**key.filter_kwargs())
         with transaction.atomic():
             # The compare-and-set: the WHERE holds the expected head, and the update locks the row

@@ -35,20 +35,25 @@ class ConversationKey:
 
 @dataclass(frozen=True, slots=True)
 class ConversationCursor:
-    """A recorded prefix: its length and chained digest, plus the notes at that moment.
+    """A recorded prefix: its length and chained digest, plus the notes and context pressure at that
+    moment.
 
-    `notes is None` means the cursor does not speak for notes (a rewind then leaves them alone).
+    `notes is None` means the cursor does not speak for notes (a rewind then leaves them alone); the
+    same for `pressure`.
     """
 
     generation: int
     length: int
     digest: str
     notes: list[dict[str, Any]] | None = None
+    pressure: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"generation": self.generation, "length": self.length, "digest": self.digest}
         if self.notes is not None:
             out["notes"] = [dict(n) for n in self.notes]
+        if self.pressure is not None:
+            out["pressure"] = dict(self.pressure)
         return out
 
     @classmethod
@@ -67,7 +72,16 @@ class ConversationCursor:
         notes = value.get("notes")
         if notes is not None and not isinstance(notes, list):
             raise invalid("cursor.notes must be a list when present.")
-        return cls(generation=generation, length=length, digest=digest, notes=notes)
+        pressure = value.get("pressure")
+        if pressure is not None and not isinstance(pressure, Mapping):
+            raise invalid("cursor.pressure must be an object when present.")
+        return cls(
+            generation=generation,
+            length=length,
+            digest=digest,
+            notes=notes,
+            pressure=dict(pressure) if pressure is not None else None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

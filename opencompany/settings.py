@@ -5,6 +5,7 @@ in-process runs and the offline demo model. Production sets DATABASE_URL, REDIS_
 DEBUG=0 and ALLOWED_HOSTS.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -286,6 +287,12 @@ OPENCOMPANY_RUN_DB_THREADS = _env_int("OPENCOMPANY_RUN_DB_THREADS", 1)
 OPENCOMPANY_DB_PREPARE = _env_bool("OPENCOMPANY_DB_PREPARE", True)
 OPENCOMPANY_OFFLINE_PACING_MS = _env_int("OPENCOMPANY_OFFLINE_PACING_MS", 25)
 OPENCOMPANY_DEFAULT_PROVIDER = os.environ.get("OPENCOMPANY_DEFAULT_PROVIDER", "offline")
+# Configured prices for the usage ledger's cost: model → USD per million input, cached input and output
+# tokens, as JSON. A model not listed has no cost (docs/conversations.md).
+OPENCOMPANY_MODEL_PRICES = {
+    "offline-demo": {"input": "0", "cached_input": "0", "output": "0"},
+    **json.loads(os.environ.get("OPENCOMPANY_MODEL_PRICES") or "{}"),
+}
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")

@@ -112,6 +112,17 @@ class RunSnapshotOutput(RunOutput):
     steps = serializers.ListField(child=serializers.DictField())
 
 
+class ContextMarkOutput(serializers.Serializer):
+    kind = serializers.ChoiceField(
+        choices=["context_cleared", "context_summarized"],
+        help_text='Shown as "Context cleared" / "Earlier messages summarized".',
+    )
+    after_id = serializers.CharField(
+        allow_null=True, help_text="The path message it follows (null: before the first)."
+    )
+    at = serializers.DateTimeField()
+
+
 class ThreadOutput(serializers.Serializer):
     workflow_id = serializers.CharField()
     generation = serializers.IntegerField()
@@ -120,6 +131,9 @@ class ThreadOutput(serializers.Serializer):
     has_more = serializers.BooleanField()
     editable = serializers.ListField(child=serializers.CharField())
     active_runs = RunOutput(many=True)
+    marks = ContextMarkOutput(
+        many=True, help_text="Where the agent's Context was cleared or compacted, among this page's messages."
+    )
 
 
 class AdmissionOutput(serializers.Serializer):

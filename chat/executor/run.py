@@ -16,6 +16,7 @@ from chat.executor.sink import ConversationSink
 from chat.executor.stop import listen_for_stop
 from chat.executor.stream import RunStream, heartbeat
 from chat.models import ChatRun
+from conversations.services.context import CallScope
 from opencompany.core.asyncdb import db_call
 from opencompany.core.errors import ApplicationError
 from opencompany.llm.loop import LoopResult, ToolResultEvent, run_agent_loop
@@ -68,7 +69,19 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
             owner_id=prepared.owner_id,
             extras={"actor": f"agent:{run.run_id}"},
         )
-        sink = ConversationSink(prepared.key, len(prepared.messages), prepared.digest, prepared.epoch)
+        sink = ConversationSink(
+            prepared.key,
+            len(prepared.messages),
+            prepared.digest,
+            prepared.epoch,
+            scope=CallScope(
+                workflow_id=run.workflow_id,
+                generation=run.generation,
+                agent_node_id=prepared.agent_node_id,
+                run_id=run.run_id,
+                key=prepared.key,
+            ),
+        )
 
         async def on_event(event: Any) -> None:
             if isinstance(event, TextDelta):

@@ -27,7 +27,10 @@ from chat.models import ChatRun
 from conversations import services as conversations
 from conversations.selectors import conversation_runtime_binding
 from opencompany.core.asyncdb import db_call
-from opencompany.llm.loop import LoopResult, OnEvent
+from opencompany.core.json import canonical_json
+from opencompany.llm.context import context_adapter
+from opencompany.llm.loop import CallRecord, LoopResult, OnEvent
+from opencompany.llm.providers.base import Request, Usage
 from opencompany.llm.runtimes import (
     McpToolServer,
     Runtime,
@@ -129,9 +132,61 @@ async def run_with_runtime(
                 on_event=on_event,
                 tool_result_max_chars=prepared.tool_result_max_chars,
             )
+    await _record_turn(prepared, runtime, outcome, sink)
     if key is not None and runtime.resumable:
         await _keep_binding(prepared, runtime, outcome, sink, bound=bool(binding))
     return outcome.result
+
+
+async def _record_turn(
+    prepared: Prepared, runtime: Runtime, outcome: TurnOutcome, sink: ConversationSink
+) -> None:
+    """The program's turn as one ledger row: the usage it reported (the sum of its own calls) and, as
+    the program's context cannot be counted from here, an estimated pressure."""
+    result = outcome.result
+    adapter = context_adapter(runtime.name)
+    request = Request(
+        system_blocks=prepared.system_blocks,
+        messages=prepared.messages,
+        tools=prepared.tools,
+        settings=prepared.model,
+    )
+    measure = adapter.measure_active_context(request)
+    status = {"finished": "ok", "stopped": "stopped"}.get(result.status, "error")
+    final = result.final_message or {}
+    metadata = final.get("metadata") or {}
+    reported = result.usage if result.usage != Usage() else None
+    await sink.record_call(
+        CallRecord(
+            kind="step",
+            status=status,
+            provider=runtime.name,
+            model=prepared.model.model,
+            usage=reported,
+            settings={"model": prepared.model.model, "max_output_tokens": prepared.model.max_output_tokens},
+            system_digest=hashlib.sha256(prepared.system_blocks[0].encode()).hexdigest(),
+            notes_digest=(
+                hashlib.sha256(prepared.system_blocks[1].encode()).hexdigest()
+                if len(prepared.system_blocks) > 1
+                else ""
+            ),
+            tools_digest=hashlib.sha256(
+                canonical_json(
+                    [
+                        {"name": t.name, "description": t.description, "schema": t.input_schema}
+                        for t in prepared.tools
+                    ]
+                ).encode()
+            ).hexdigest(),
+            message_count=len(prepared.messages),
+            pressure=measure.tokens,
+            pressure_estimated=measure.estimated,
+            output_headroom=prepared.model.max_output_tokens,
+            context_window=prepared.model.context_window,
+            runtime=str(metadata.get("runtime") or runtime.name),
+            fidelity=str(metadata.get("fidelity") or ""),
+        )
+    )
 
 
 async def _keep_binding(

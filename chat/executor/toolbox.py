@@ -17,12 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from chat import services as chat_services
 from chat.executor.sink import ConversationSink
+from conversations.services.context import CallScope
 from conversations.tools import NOTES_TOOL_NAME
 from conversations.types import ConversationKey
 from graphs.wiring import Teammate, WiredTool, has_context, node_parameters, teammates, wired_tools
 from opencompany.core.asyncdb import db_call
+from opencompany.llm.context import CompactionPolicy
 from opencompany.llm.loop import LoopPolicies, run_agent_loop
 from opencompany.llm.providers import ModelSettings, ProviderConfig, ProviderError, get_provider
 from opencompany.llm.providers.base import Request
@@ -71,7 +75,9 @@ def system_prompt_of(params: dict[str, Any]) -> str:
 
 def policies_of(params: dict[str, Any]) -> LoopPolicies:
     ratio = params.get("compaction_ratio")
-    return LoopPolicies(compaction_ratio=float(ratio) if ratio else 0.8)
+    # A compaction's findings become one working-notes entry: no longer than the notes allow one.
+    findings = CompactionPolicy(findings_max_chars=int(settings.OPENCOMPANY_NOTES_ENTRY_MAX_CHARS))
+    return LoopPolicies(compaction_ratio=float(ratio) if ratio else 0.8, compaction=findings)
 
 
 def _node_tool(wired: WiredTool, siblings: int) -> ToolSpec | None:
@@ -165,7 +171,18 @@ async def run_teammate(scope: RunScope, mate: Teammate, task: str, *, firing: st
         ),
         provider,
         tools,
-        ConversationSink(key, len(messages), digest),
+        ConversationSink(
+            key,
+            len(messages),
+            digest,
+            scope=CallScope(
+                workflow_id=scope.workflow_id,
+                generation=scope.generation,
+                agent_node_id=mate.node_id,
+                run_id=firing,
+                key=key,
+            ),
+        ),
         scope.stop or asyncio.Event(),
         tool_context=ToolContext(
             run_id=firing,

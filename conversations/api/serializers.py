@@ -37,9 +37,21 @@ class ConversationRowOutput(serializers.Serializer):
     output_tokens = serializers.IntegerField()
     cache_read_tokens = serializers.IntegerField()
     cache_write_tokens = serializers.IntegerField()
-    last_input_tokens = serializers.IntegerField()
+    last_input_tokens = serializers.IntegerField(
+        help_text="Context pressure: the input tokens of the last request sent (as the provider reported "
+        "them, cached reads counted once)."
+    )
+    pressure_headroom_tokens = serializers.IntegerField(help_text="The output tokens that request reserved.")
+    context_window = serializers.IntegerField(help_text="The model's context window (0: no request yet).")
+    pressure_estimated = serializers.BooleanField(help_text="The input count is an estimate.")
+    pressure_tokens = serializers.SerializerMethodField(
+        help_text="last_input_tokens + pressure_headroom_tokens: what the next request needs at least."
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+    def get_pressure_tokens(self, row: Any) -> int:
+        return int(row.last_input_tokens + row.pressure_headroom_tokens) if row.context_window else 0
 
 
 class TurnFidelityOutput(serializers.Serializer):
@@ -102,3 +114,57 @@ class ClearOutput(serializers.Serializer):
     agent_node_id = serializers.CharField()
     length = serializers.IntegerField()
     revision = serializers.IntegerField()
+
+
+class UsageQueryInput(serializers.Serializer):
+    agent_node_id = serializers.CharField(required=False, max_length=255)
+
+
+class UsageOutput(serializers.Serializer):
+    calls = serializers.IntegerField(help_text="Provider calls: agent steps and compaction calls.")
+    input_tokens = serializers.IntegerField(help_text="Whole prompts, cached reads included once.")
+    cached_tokens = serializers.IntegerField()
+    cache_write_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cost = serializers.DecimalField(max_digits=16, decimal_places=6, help_text="From the configured prices.")
+    cost_complete = serializers.BooleanField(
+        help_text="False when some call's model has no configured price."
+    )
+
+
+class RequestRecordOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    run_id = serializers.CharField()
+    kind = serializers.CharField(help_text="step | compaction")
+    status = serializers.CharField(help_text="ok | stopped | error")
+    provider = serializers.CharField()
+    model = serializers.CharField()
+    runtime = serializers.CharField()
+    fidelity = serializers.CharField()
+    settings = serializers.JSONField()
+    system_digest = serializers.CharField()
+    notes_digest = serializers.CharField()
+    tools_digest = serializers.CharField()
+    message_start = serializers.IntegerField()
+    message_end = serializers.IntegerField()
+    conversation_digest = serializers.CharField()
+    input_tokens = serializers.IntegerField()
+    cached_tokens = serializers.IntegerField()
+    cache_write_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    usage_reported = serializers.BooleanField()
+    cost = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class RequestPageOutput(serializers.Serializer):
+    results = RequestRecordOutput(many=True)
+    next = serializers.CharField(allow_null=True)
+
+
+class RequestDetailOutput(RequestRecordOutput):
+    messages = serializers.JSONField(
+        allow_null=True,
+        help_text="The messages the request sent, read from the stored conversation; null once that prefix "
+        "is no longer stored (cleared, compacted or moved).",
+    )

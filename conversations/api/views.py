@@ -16,6 +16,9 @@ from conversations.selectors import (
     conversation_get,
     conversation_list,
     conversation_messages_page,
+    provider_calls_for,
+    request_messages,
+    usage_totals,
 )
 from conversations.services import conversation_clear
 from conversations.types import ConversationKey
@@ -103,3 +106,67 @@ class ConversationDetailView(APIView):
             "revision": result.revision,
         }
         return Response(s.ClearOutput(body).data)
+
+
+# The cursor holds the last request record id returned (newest first).
+_REQUESTS_SALT = "conversation-requests.before-id"
+
+
+class RequestListView(APIView):
+    @extend_schema(
+        parameters=[s.ConversationQueryInput, _GENERATION],
+        responses=s.RequestPageOutput,
+        summary="The conversation's request records (one per provider call), newest first",
+    )
+    def get(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        query = s.ConversationQueryInput(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        key = _key(request, workflow, agent_node_id, query.validated_data.get("generation"))
+        pages = Ascending(
+            field="id", salt=_REQUESTS_SALT, bound_to=[key.workflow_id, key.generation, key.agent_node_id]
+        )
+        before = pages.after(query.validated_data.get("cursor"))
+        rows = provider_calls_for(key=key)
+        if before is not None:
+            rows = rows.filter(id__lt=before)
+        limit = query.validated_data["limit"]
+        found = list(rows[: limit + 1])
+        page = found[:limit]
+        body = {"results": page, "next": pages.cursor_after(page[-1].id) if len(found) > limit else None}
+        return Response(s.RequestPageOutput(body).data)
+
+
+class RequestDetailView(APIView):
+    @extend_schema(
+        parameters=[_GENERATION],
+        responses=s.RequestDetailOutput,
+        summary="What the agent saw on one request: its record and the messages it sent",
+    )
+    def get(self, request: Request, workflow_id: str, agent_node_id: str, request_id: int) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        query = s.ConversationQueryInput(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        key = _key(request, workflow, agent_node_id, query.validated_data.get("generation"))
+        call = provider_calls_for(key=key).filter(pk=request_id).first()
+        if call is None:
+            raise not_found("request record")
+        data = s.RequestDetailOutput(call).data
+        data["messages"] = request_messages(key=key, call=call)
+        return Response(data)
+
+
+class UsageView(APIView):
+    @extend_schema(
+        parameters=[s.UsageQueryInput],
+        responses=s.UsageOutput,
+        summary="Lifetime usage of the workflow (or one agent): every provider call, all generations",
+    )
+    def get(self, request: Request, workflow_id: str) -> Response:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+        query = s.UsageQueryInput(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        totals = usage_totals(
+            workflow_id=workflow.pk, agent_node_id=query.validated_data.get("agent_node_id")
+        )
+        return Response(s.UsageOutput(totals).data)

@@ -78,6 +78,41 @@ def _chain(encoded: Sequence[bytes], prev: str) -> list[str]:
     return out
 
 
+# --- context pressure ---------------------------------------------------------------------------------
+
+# The head's pressure fields; an emptied conversation has sent no request.
+PRESSURE_FIELDS = ("last_input_tokens", "pressure_headroom_tokens", "context_window", "pressure_estimated")
+EMPTY_PRESSURE: dict[str, Any] = {
+    "last_input_tokens": 0,
+    "pressure_headroom_tokens": 0,
+    "context_window": 0,
+    "pressure_estimated": False,
+}
+
+
+def pressure_of(head: AgentConversation | None) -> dict[str, Any]:
+    """The head's pressure fields as a JSON-safe dict (kept with branch snapshots and cursors)."""
+    if head is None:
+        return dict(EMPTY_PRESSURE)
+    return {name: getattr(head, name) for name in PRESSURE_FIELDS}
+
+
+def clean_pressure(value: Any) -> dict[str, Any] | None:
+    """Pressure fields read back from a snapshot or cursor (None when they are not there or malformed)."""
+    if not isinstance(value, Mapping) or set(value) != set(PRESSURE_FIELDS):
+        return None
+    out: dict[str, Any] = {}
+    for name in PRESSURE_FIELDS:
+        raw = value[name]
+        if name == "pressure_estimated":
+            if not isinstance(raw, bool):
+                return None
+        elif isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+            return None
+        out[name] = raw
+    return out
+
+
 # --- head row -----------------------------------------------------------------------------------------
 
 

@@ -14,8 +14,15 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
-from conversations.services._common import _lock_head, _publish
+from conversations.models import (
+    AgentConversation,
+    BranchSnapshot,
+    CompactionAttempt,
+    ConversationArchive,
+    ConversationMessage,
+    ProviderCall,
+)
+from conversations.services._common import EMPTY_PRESSURE, _lock_head, _publish
 from conversations.types import ClearResult, ConversationKey
 from graphs.hooks import OwnerChange, ResetContext
 from opencompany.core.errors import invalid
@@ -62,6 +69,7 @@ def _archive_and_empty(head: AgentConversation, reason: str) -> ConversationArch
         "head_digest": "",
         "revision": F("revision") + 1,
         "updated_at": timezone.now(),
+        **EMPTY_PRESSURE,
     }
     if head.notes:
         changes["notes"] = []
@@ -158,13 +166,15 @@ def archive_purge(*, older_than_days: int | None = None) -> int:
 
 @transaction.atomic
 def conversations_owner_change_hook(change: OwnerChange) -> dict[str, Any]:
-    """Owner-change hook (`graphs.hooks`): the workflow's conversations, archives and branch snapshots
-    take the new owner, so its panels and events follow the workflow."""
+    """Owner-change hook (`graphs.hooks`): the workflow's conversations, archives, branch snapshots,
+    usage ledger and compaction attempts take the new owner, so its panels and events follow the workflow."""
     moved = {}
     for name, model in (
         ("conversations", AgentConversation),
         ("archives", ConversationArchive),
         ("snapshots", BranchSnapshot),
+        ("provider_calls", ProviderCall),
+        ("compaction_attempts", CompactionAttempt),
     ):
         moved[name] = model.objects.filter(  # type: ignore[attr-defined]
             workflow_id=change.workflow_id, owner_id=change.old_owner_id

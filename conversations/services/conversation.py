@@ -26,10 +26,12 @@ from conversations.services._common import (
     _publish,
     _state,
     _write_from,
+    clean_pressure,
+    pressure_of,
 )
 from conversations.store import conversation_store
 from conversations.types import ConversationCursor, ConversationKey, ConversationWrite, TokenUsage
-from opencompany.core.errors import invalid
+from opencompany.core.errors import ApplicationError, invalid
 from opencompany.core.events import owner_group, publish_on_commit
 
 # --- the conversation ---------------------------------------------------------------------------------
@@ -52,7 +54,9 @@ def conversation_append(
     A caller that knows the head digest it is appending after (the `digest` of its previous write)
     passes `expected_digest`: the store then checks the head and appends in one compare-and-set (one
     statement on PostgreSQL); any mismatch falls back to the locked path, which answers with the
-    precise conflict.
+    precise conflict: `context_changed` when the stored conversation no longer starts with the prefix
+    the writer read (it was cleared, reset, rewound or rewritten under the writer),
+    `conversation_conflict` when another writer appended after it or the length is stale.
     """
     if isinstance(expected_length, bool) or not isinstance(expected_length, int) or expected_length < 0:
         raise invalid("expected_length must be an integer ≥ 0.")
@@ -62,7 +66,31 @@ def conversation_append(
         written = _append_after_digest(key, prepared, expected_length, expected_digest, usage_counts)
         if written is not None:
             return written
-    return _append_locked(key, prepared, expected_length, usage_counts)
+    return _append_locked(key, prepared, expected_length, usage_counts, expected_digest or None)
+
+
+def _extends(head: AgentConversation | None, length: int, digest: str) -> bool:
+    """Whether the stored conversation still starts with the prefix `(length, digest)` a writer read:
+    it is that prefix, or another writer appended after it (an ordinary race, `conversation_conflict`).
+    Otherwise the prefix is gone — cleared, reset, rewound or rewritten — and the write is stale."""
+    if head is None or head.length < length:
+        return False
+    if head.length == length:
+        return head.head_digest == digest
+    stored = (
+        ConversationMessage.objects.filter(conversation=head, seq=length - 1)
+        .values_list("digest", flat=True)
+        .first()
+    )
+    return stored == digest
+
+
+def _context_changed(head: AgentConversation | None, expected_length: int) -> ApplicationError:
+    return _error(
+        errors.CONTEXT_CHANGED,
+        "The Context was cleared or changed since it was read; nothing was written.",
+        {"length": head.length if head is not None else 0, "expected_length": expected_length},
+    )
 
 
 def _append_after_digest(
@@ -111,10 +139,16 @@ def _append_after_digest(
 
 @transaction.atomic
 def _append_locked(
-    key: ConversationKey, prepared: _Prepared, expected_length: int, usage_counts: TokenUsage | None
+    key: ConversationKey,
+    prepared: _Prepared,
+    expected_length: int,
+    usage_counts: TokenUsage | None,
+    expected_digest: str | None = None,
 ) -> ConversationWrite:
     has_write = bool(prepared.wires) or usage_counts is not None
     head = _lock_head(key, create=has_write and expected_length == 0)
+    if expected_digest is not None and not _extends(head, expected_length, expected_digest):
+        raise _context_changed(head, expected_length)
     current = head.length if head is not None else 0
     if current != expected_length:
         raise _error(
@@ -140,7 +174,6 @@ def _append_locked(
         changes["output_tokens"] = F("output_tokens") + usage_counts.output_tokens
         changes["cache_read_tokens"] = F("cache_read_tokens") + usage_counts.cache_read_tokens
         changes["cache_write_tokens"] = F("cache_write_tokens") + usage_counts.cache_write_tokens
-        changes["last_input_tokens"] = usage_counts.input_tokens + usage_counts.cache_read_tokens
     AgentConversation.objects.filter(pk=head.pk).update(**changes)
     length = head.length + len(prepared.wires)
     revision = head.revision + 1
@@ -177,9 +210,12 @@ def _save_locked(
     prepared: _Prepared,
     *,
     notes: list[dict[str, Any]] | None = None,
+    expected_digest: str | None = None,
 ) -> ConversationWrite:
     digests = _chain(prepared.encoded, "")
     head = _lock_head(key, create=bool(prepared.wires) or bool(notes))
+    if expected_digest is not None and (head.head_digest if head is not None else "") != expected_digest:
+        raise _context_changed(head, len(prepared.wires))
     if head is None:
         return _state(None)
     start = _shared_prefix(head, digests)
@@ -190,10 +226,16 @@ def _save_locked(
 
 
 @transaction.atomic
-def conversation_save(*, key: ConversationKey, messages: Sequence[Mapping[str, Any]]) -> ConversationWrite:
+def conversation_save(
+    *, key: ConversationKey, messages: Sequence[Mapping[str, Any]], expected_digest: str | None = None
+) -> ConversationWrite:
     """Store exactly `messages` (the whole list): keep the longest prefix already stored (by digest),
-    then append or rewrite from the first difference. An identical list writes nothing."""
-    return _save_locked(key, _prepare(list(messages)))
+    then append or rewrite from the first difference. An identical list writes nothing.
+
+    A writer that read the conversation (a run) passes the head digest it read as `expected_digest`:
+    when the head is no longer that, `context_changed` is raised and nothing is written, so an old
+    transcript is never written back over a Clear, a Reset or a branch move."""
+    return _save_locked(key, _prepare(list(messages)), expected_digest=expected_digest)
 
 
 @transaction.atomic
@@ -239,6 +281,9 @@ def conversation_rewind(
             return _state(None)
         head = _lock_or_create_head(key)
     notes_change = notes is not None and notes != head.notes
+    pressure = clean_pressure(target.pressure)
+    if pressure is not None and pressure != pressure_of(head):
+        AgentConversation.objects.filter(pk=head.pk).update(**pressure)
     if target.length == head.length and not notes_change:
         return _state(head)
     removed = 0

@@ -11,9 +11,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations import errors
-from conversations.models import BranchSnapshot
+from conversations.models import AgentConversation, BranchSnapshot
 from conversations.selectors import conversation_load
-from conversations.services._common import _clean_notes, _error, _lock_head, _prepare, _workflow_owner_id
+from conversations.services._common import (
+    _clean_notes,
+    _error,
+    _lock_head,
+    _prepare,
+    _workflow_owner_id,
+    clean_pressure,
+    pressure_of,
+)
 from conversations.services.conversation import _save_locked
 from conversations.types import ConversationKey, ConversationWrite
 from opencompany.core.errors import invalid
@@ -37,7 +45,7 @@ def _check_snapshot_key(thread_key: str, leaf_uid: str) -> None:
 
 @transaction.atomic
 def branch_snapshot_keep(*, key: ConversationKey, thread_key: str, leaf_uid: str) -> bool:
-    """Keep the conversation (messages and notes) under `(thread_key, leaf_uid, agent)`.
+    """Keep the conversation (messages, notes and context pressure) under `(thread_key, leaf_uid, agent)`.
 
     Returns False when it is larger than 1 MiB: it is then not kept and any older snapshot under that
     key is dropped (coming back answers `branch_unavailable`). At most 50 snapshots per thread are
@@ -74,6 +82,7 @@ def branch_snapshot_keep(*, key: ConversationKey, thread_key: str, leaf_uid: str
             "generation": key.generation,
             "messages": messages,
             "notes": notes,
+            "pressure": pressure_of(head),
             "bytes": size,
             "created_at": timezone.now(),
         },
@@ -90,8 +99,8 @@ def branch_snapshot_keep(*, key: ConversationKey, thread_key: str, leaf_uid: str
 
 @transaction.atomic
 def branch_snapshot_restore(*, key: ConversationKey, thread_key: str, leaf_uid: str) -> ConversationWrite:
-    """Make the conversation equal to the snapshot kept for `(thread_key, leaf_uid, agent)` (messages
-    and notes). `branch_unavailable` when none was kept for this workflow and generation."""
+    """Make the conversation equal to the snapshot kept for `(thread_key, leaf_uid, agent)` (messages,
+    notes and the context pressure it had). `branch_unavailable` when none was kept for this workflow and generation."""
     _check_snapshot_key(thread_key, leaf_uid)
     snapshot = BranchSnapshot.objects.filter(
         thread_key=thread_key,
@@ -106,4 +115,8 @@ def branch_snapshot_restore(*, key: ConversationKey, thread_key: str, leaf_uid: 
             "That branch's conversation was not kept; it cannot be restored.",
             {"agent_node_id": key.agent_node_id},
         )
-    return _save_locked(key, _prepare(list(snapshot.messages)), notes=_clean_notes(snapshot.notes))
+    written = _save_locked(key, _prepare(list(snapshot.messages)), notes=_clean_notes(snapshot.notes))
+    pressure = clean_pressure(snapshot.pressure)
+    if pressure is not None:
+        AgentConversation.objects.filter(**key.filter_kwargs()).update(**pressure)
+    return written

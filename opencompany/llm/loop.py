@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import inspect
 import json
 import logging
@@ -28,13 +29,13 @@ from typing import Any, Literal, Protocol
 
 from opencompany.core.json import canonical_json, json_size
 
+from .context import CompactionPolicy, ContextAdapter, context_adapter, estimate_tokens
 from .fidelity import PORTABLE, stamp
 from .policies import (
     DEFAULT_TOOL_RESULT_MAX_CHARS,
     DEFAULT_TRANSCRIPT_BUDGET_BYTES,
     SUMMARIZE_INSTRUCTION,
     Summarizer,
-    apply_compaction,
     cap_tool_results,
     clear_old_results,
     plan_compaction,
@@ -58,6 +59,7 @@ from .wire import Message, make_assistant, make_text, make_tool_result, make_use
 logger = logging.getLogger(__name__)
 
 PERSIST_FAILED = "persist_failed"
+CONTEXT_CHANGED = "context_changed"
 NOT_RUN_TEXT = "Not run: the owner stopped this answer before this tool call started."
 
 LoopStatus = Literal["finished", "stopped", "error", "iteration_limit"]
@@ -77,7 +79,76 @@ class Sink(Protocol):
         with the usage summed over the run so far. Called at most once."""
 
     async def replace_all(self, messages: list[Message]) -> None:
-        """Whole-list save (compaction, cleared old results): the transcript is now exactly ``messages``."""
+        """Whole-list save (cleared old results): the transcript is now exactly ``messages``."""
+
+
+class ContextSink(Protocol):
+    """What a sink that keeps the agent's Context adds (the loop uses each method the sink has).
+
+    ``record_call``: the ledger row and request record of one provider call, written when the call
+    ends whatever its outcome; the conversation's pressure follows it when the request's head is
+    still the stored one. ``compact``: activate a compaction candidate (a compare-and-swap on the head
+    the candidate was cut from), returning the new notes block; raises an error with code
+    ``context_changed`` when the head moved. ``compaction_attempt``: a refused or failed compaction.
+    """
+
+    async def record_call(self, call: CallRecord) -> None: ...
+
+    async def compact(self, candidate: CompactionCandidate) -> str: ...
+
+    async def compaction_attempt(self, attempt: CompactionReport) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One provider call as the ledger and the request record keep it: no content, digests only.
+
+    ``message_count``: the request sent the first ``message_count`` messages of the conversation.
+    ``pressure``: the request's input tokens (the provider's count, or an estimate when
+    ``pressure_estimated``)."""
+
+    kind: str
+    status: str
+    provider: str
+    model: str
+    usage: Usage | None
+    settings: dict[str, Any]
+    system_digest: str
+    notes_digest: str
+    tools_digest: str
+    message_count: int
+    pressure: int
+    pressure_estimated: bool
+    output_headroom: int
+    context_window: int
+    runtime: str = ""
+    fidelity: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionCandidate:
+    """The conversation from ``boundary`` on, with the prefix's findings for the working-notes slot."""
+
+    boundary: int
+    messages_before: int
+    messages: list[Message]
+    findings: str
+    tokens_before: int
+    tokens_after: int
+    system_digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionReport:
+    """A compaction that was not applied: ``outcome`` ``refused`` or ``failed``, and why."""
+
+    outcome: str
+    reason: str
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    system_digest: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +183,8 @@ class LoopPolicies:
     transcript_budget_bytes: int = DEFAULT_TRANSCRIPT_BUDGET_BYTES
     summarizer: Summarizer | None = None
     chars_per_token: int = 4
+    adapter: ContextAdapter | None = None
+    compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
 
 
 @dataclass
@@ -138,6 +211,8 @@ class ProviderSummarizer:
         self.provider = provider
         self.settings = settings
         self.usage = Usage()
+        self.last_usage: Usage | None = None
+        self.last_request: Request | None = None
 
     async def summarize(self, messages: list[Message]) -> str:
         request = Request(
@@ -146,6 +221,7 @@ class ProviderSummarizer:
             tools=[],
             settings=self.settings,
         )
+        self.last_request, self.last_usage = request, None
         parts: list[str] = []
         completed: Message | None = None
         async for event in self.provider.stream(request):
@@ -153,6 +229,7 @@ class ProviderSummarizer:
                 parts.append(event.text)
             elif isinstance(event, Usage):
                 self.usage = self.usage + event
+                self.last_usage = event if self.last_usage is None else self.last_usage + event
             elif isinstance(event, Completed):
                 completed = event.message
             elif isinstance(event, ProviderErrorEvent):
@@ -164,6 +241,26 @@ class ProviderSummarizer:
 
 class _PersistFailed(Exception):
     pass
+
+
+class _ContextChanged(Exception):
+    pass
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _tools_digest(tools: Sequence[ToolSpec]) -> str:
+    return _digest(
+        canonical_json(
+            [{"name": t.name, "description": t.description, "schema": t.input_schema} for t in tools]
+        )
+    )
+
+
+def _settings_record(settings: ModelSettings) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(settings).items() if v is not None}
 
 
 @dataclass
@@ -319,10 +416,16 @@ async def run_agent_loop(
     """Run one firing of an agent to its final answer, a stop, an error or the iteration limit.
 
     ``request.messages`` is the conversation so far (already committed by the caller); everything the
-    loop adds goes through ``sink``. ``request.system_blocks`` is sent unchanged on every request.
+    loop adds goes through ``sink``. ``request.system_blocks[0]`` is sent unchanged on every request; the
+    notes block after it changes only when a compaction writes findings into it.
     When ``request.tools`` is empty, the definitions of ``tools`` are offered to the model.
     ``transcript_bytes`` (the canonical JSON size of ``request.messages``, e.g. the stored head row's
     ``bytes``) spares the loop one pass over the transcript; the loop tracks the size from there.
+
+    A sink with ``record_call`` gets one record per provider call (compaction calls included); a sink
+    with ``compact`` lets the loop compact when the context passes ``compaction_ratio`` of the window
+    and the runtime's capabilities allow it. A write refused with ``context_changed`` (the Context was
+    cleared, reset or moved under the run) ends the run with that code.
     """
     policies = policies or LoopPolicies()
     tool_map = tools_by_name(tools)
@@ -331,61 +434,171 @@ async def run_agent_loop(
         tools=list(request.tools) or list(tool_map.values()),
         cancel=request.cancel if request.cancel is not None else stop,
     )
+    runtime_name = str(getattr(provider, "name", request.settings.provider))
+    adapter = policies.adapter or context_adapter(runtime_name)
+    capabilities = adapter.capabilities(request.settings)
     summarizer = policies.summarizer or ProviderSummarizer(provider, request.settings)
+    record_call = getattr(sink, "record_call", None)
+    can_compact = capabilities.app_compaction and getattr(sink, "compact", None) is not None
     messages: list[Message] = list(request.messages)
     result = LoopResult(status="finished", messages=messages)
     last_input = 0
     added_bytes = 0
     size = transcript_bytes if transcript_bytes is not None else json_size(messages)
-    system_chars = sum(len(b) for b in base.system_blocks)
-    window = request.settings.context_window
+    window = capabilities.context_window
     cpt = max(policies.chars_per_token, 1)
+    settings_record = _settings_record(request.settings)
 
     async def commit(coro: Awaitable[None]) -> None:
         try:
             await coro
         except Exception as exc:
+            if getattr(exc, "code", None) == CONTEXT_CHANGED:
+                raise _ContextChanged from exc
             logger.warning(
                 "sink failed in run %s: %s", tool_context.run_id, type(exc).__name__, exc_info=True
             )
             raise _PersistFailed from exc
+
+    async def record(
+        kind: str, status: str, sent: Request, usage: Usage | None, completed: Message | None = None
+    ) -> None:
+        if record_call is None:
+            return
+        measure = adapter.measure_active_context(sent, reported=usage.input_tokens if usage else None)
+        metadata = (completed or {}).get("metadata") or {}
+        await commit(
+            record_call(
+                CallRecord(
+                    kind=kind,
+                    status=status,
+                    provider=runtime_name,
+                    model=request.settings.model,
+                    usage=usage,
+                    settings=settings_record,
+                    system_digest=_digest(sent.system_blocks[0]) if sent.system_blocks else "",
+                    notes_digest=_digest(sent.system_blocks[1]) if len(sent.system_blocks) > 1 else "",
+                    tools_digest=_tools_digest(sent.tools),
+                    message_count=len(messages) if kind == "step" else 0,
+                    pressure=measure.tokens,
+                    pressure_estimated=measure.estimated,
+                    output_headroom=sent.settings.max_output_tokens,
+                    context_window=window,
+                    runtime=str(metadata.get("runtime") or ""),
+                    fidelity=str(metadata.get("fidelity") or ""),
+                )
+            )
+        )
+
+    async def compact() -> None:
+        nonlocal base, messages, last_input, added_bytes, size
+        plan = plan_compaction(messages)
+        if plan is None or all((m.get("metadata") or {}).get("summary") for m in plan.head):
+            return
+        system_digest = _digest(base.system_blocks[0]) if base.system_blocks else ""
+        before = estimate_tokens(system_blocks=base.system_blocks, messages=messages, tools=base.tools)
+
+        async def refuse(outcome: str, reason: str, after: int = 0) -> None:
+            report = getattr(sink, "compaction_attempt", None)
+            if outcome == "failed":
+                result.compaction_failures += 1
+            if report is not None:
+                await commit(
+                    report(
+                        CompactionReport(
+                            outcome=outcome,
+                            reason=reason,
+                            messages_before=len(messages),
+                            messages_after=len(plan.tail),
+                            tokens_before=before,
+                            tokens_after=after,
+                            system_digest=system_digest,
+                        )
+                    )
+                )
+
+        try:
+            findings = await adapter.compact(plan.head, policies.compaction, summarizer)
+        except Exception as exc:
+            # Failure keeps the conversation as it was; the run goes on with the longer transcript.
+            logger.warning("compaction summarizer failed: %s", type(exc).__name__)
+            await _record_summary(record, summarizer, result, status="error")
+            await refuse("failed", "summarizer_failed")
+            return
+        await _record_summary(record, summarizer, result, status="ok")
+        notes = base.system_blocks[1] if len(base.system_blocks) > 1 else ""
+        after = estimate_tokens(
+            system_blocks=[*base.system_blocks[:1], notes + "\n" + findings],
+            messages=plan.tail,
+            tools=base.tools,
+        )
+        if not findings:
+            await refuse("refused", "empty_summary", after)
+            return
+        if after >= before:
+            await refuse("refused", "not_smaller", after)
+            return
+        problems = adapter.validate_replay(plan.tail)
+        if problems:
+            await refuse("refused", "invalid_replay", after)
+            return
+        candidate = CompactionCandidate(
+            boundary=plan.boundary,
+            messages_before=len(messages),
+            messages=plan.tail,
+            findings=findings,
+            tokens_before=before,
+            tokens_after=after,
+            system_digest=system_digest,
+        )
+        notes_block: str = ""
+
+        async def activate() -> None:
+            nonlocal notes_block
+            notes_block = await sink.compact(candidate)  # type: ignore[attr-defined]
+
+        await commit(activate())
+        blocks = [base.system_blocks[0], notes_block] if notes_block else base.system_blocks[:1]
+        if _digest(blocks[0]) != system_digest:  # the stored system prompt is never rewritten
+            raise AssertionError("compaction changed the system prompt")
+        base = dataclasses.replace(base, system_blocks=blocks)
+        await _emit(on_event, CompactionEvent(len(messages), len(plan.tail)))
+        messages = list(plan.tail)
+        result.messages = messages
+        result.compactions += 1
+        last_input, added_bytes, size = 0, 0, json_size(messages)
 
     try:
         for iteration in range(1, max_iterations + 1):
             if stop.is_set():
                 result.status = "stopped"
                 return result
-            if policies.compaction_ratio and window > 0:
+            if policies.compaction_ratio and window > 0 and can_compact:
                 if last_input:
                     pressure = last_input + added_bytes // cpt
                 else:
+                    system_chars = sum(len(b) for b in base.system_blocks)
                     pressure = (system_chars + size) // cpt
                 if pressure >= policies.compaction_ratio * window:
-                    compacted = await _maybe_compact(messages, summarizer, result)
-                    if compacted is not None:
-                        await commit(sink.replace_all(compacted))
-                        await _emit(on_event, CompactionEvent(len(messages), len(compacted)))
-                        messages = compacted
-                        result.messages = messages
-                        result.compactions += 1
-                        last_input, added_bytes, size = 0, 0, json_size(messages)
+                    await compact()
 
             result.iterations = iteration
-            streamed = await _stream_once(
-                provider, dataclasses.replace(base, messages=list(messages)), stop, on_event
-            )
+            sent = dataclasses.replace(base, messages=list(messages))
+            streamed = await _stream_once(provider, sent, stop, on_event)
             if streamed.usage is not None:
                 result.usage = result.usage + streamed.usage
                 last_input, added_bytes = streamed.usage.input_tokens, 0
             else:
                 last_input, added_bytes = 0, 0
             if streamed.error is not None:
+                await record("step", "error", sent, streamed.usage)
                 result.status = "error"
                 result.error_code = streamed.error.code
                 result.error_message = streamed.error.message
                 result.error_extra = streamed.error.extra
                 return result
             if streamed.stopped or streamed.message is None:
+                await record("step", "stopped", sent, streamed.usage)
                 text = "".join(streamed.text)
                 if text:
                     partial = make_assistant([make_text(text)], {"status": "stopped"})
@@ -398,6 +611,7 @@ async def run_agent_loop(
                 return result
 
             message = streamed.message
+            await record("step", "ok", sent, streamed.usage, message)
             calls = tool_calls_of(message)
             if not calls:
                 await commit(sink.final(message, result.usage))
@@ -436,6 +650,14 @@ async def run_agent_loop(
                     last_input, added_bytes, size = 0, 0, json_size(messages)
         result.status = "iteration_limit"
         return result
+    except _ContextChanged:
+        result.status = "error"
+        result.error_code = CONTEXT_CHANGED
+        result.error_message = (
+            "The Context was cleared or changed while the agent was answering; nothing of this run was "
+            "written back."
+        )
+        return result
     except _PersistFailed:
         result.status = "error"
         result.error_code = PERSIST_FAILED
@@ -443,27 +665,13 @@ async def run_agent_loop(
         return result
 
 
-async def _maybe_compact(
-    messages: list[Message], summarizer: Summarizer, result: LoopResult
-) -> list[Message] | None:
-    plan = plan_compaction(messages)
-    if plan is None or all((m.get("metadata") or {}).get("summary") for m in plan.head):
-        return None
-    before = getattr(summarizer, "usage", None)
-    try:
-        summary = await summarizer.summarize(plan.head)
-    except Exception as exc:
-        # Failure leaves the conversation as it was; the run goes on with the longer transcript.
-        logger.warning("compaction summarizer failed: %s", type(exc).__name__)
-        result.compaction_failures += 1
-        return None
-    finally:
-        after = getattr(summarizer, "usage", None)
-        if isinstance(before, Usage) and isinstance(after, Usage):
-            result.usage = result.usage + Usage(
-                after.input_tokens - before.input_tokens,
-                after.output_tokens - before.output_tokens,
-                after.cache_read_tokens - before.cache_read_tokens,
-                after.cache_write_tokens - before.cache_write_tokens,
-            )
-    return apply_compaction(messages, plan, summary)
+async def _record_summary(
+    record: Callable[..., Awaitable[None]], summarizer: Summarizer, result: LoopResult, *, status: str
+) -> None:
+    """Count a summary call in the run's usage and record it (when the summarizer exposes its request)."""
+    usage = getattr(summarizer, "last_usage", None)
+    sent = getattr(summarizer, "last_request", None)
+    if isinstance(usage, Usage):
+        result.usage = result.usage + usage
+    if isinstance(sent, Request):
+        await record("compaction", status, sent, usage if isinstance(usage, Usage) else None)

@@ -130,6 +130,7 @@ def test_history_of_a_workflow_never_chatted_is_empty(api_client, workflow):
         "has_more": False,
         "editable": [],
         "active_runs": [],
+        "marks": [],
     }
 
 

@@ -20,7 +20,7 @@ from chat.executor import execute_run
 from chat.executor.runtime import agent_dirs
 from chat.models import ChatRun
 from conversations import services as conversations
-from conversations.models import AgentConversation, ConversationArchive
+from conversations.models import AgentConversation, ConversationArchive, ProviderCall
 from conversations.selectors import conversation_load, conversation_runtime_binding
 from conversations.types import ConversationKey
 from graphs.models import Workflow
@@ -194,6 +194,18 @@ def test_a_claude_code_turn_with_a_memory_call_is_stored_as_observed_and_nothing
     assert MemoryReceipt.objects.get(namespace=scope.namespace).operation_id == f"{run.run_id}:toolu_01"
     head = AgentConversation.objects.get(workflow_id=workflow.pk)
     assert (head.input_tokens, head.output_tokens) == (80, 14)
+    # The program's turn is one ledger row with the usage it reported; its context cannot be counted
+    # from here, so the pressure is an estimate and says so.
+    call = ProviderCall.objects.get(workflow_id=workflow.pk)
+    assert (call.provider, call.status, call.input_tokens, call.output_tokens) == (
+        "claude_code",
+        "ok",
+        80,
+        14,
+    )
+    assert (call.runtime, call.fidelity) == ("claude_code", "observable")
+    assert head.pressure_estimated is True
+    assert head.last_input_tokens > 0
     assert trap.attempts == []
     assert processes_of_run(run.run_id) == {}
 

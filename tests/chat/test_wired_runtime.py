@@ -12,6 +12,7 @@ from asgiref.sync import async_to_sync
 from chat import services
 from chat.executor import execute_run, prepare_run
 from chat.models import ChatMessage, ChatRun
+from conversations.models import ProviderCall
 from conversations.selectors import conversation_load
 from conversations.types import ConversationKey
 from graphs import services as graph_services
@@ -154,6 +155,10 @@ def test_a_teammate_answers_when_the_lead_calls_it_on_its_own_context(owner: Any
     assert [c["name"] for c in tool_calls_of(lead_conversation[1])] == ["ask_researcher"]
     assert reply_of(run) == f"Researcher answered: {answer}"
     assert set(run.context_cursors) == {lead, mate}
+    # Lifetime usage counts the teammate's call under the teammate, beside the lead's two.
+    calls = ProviderCall.objects.order_by("id").values_list("agent_node_id", "kind", "status")
+    assert list(calls) == [(lead, "step", "ok"), (mate, "step", "ok"), (lead, "step", "ok")]
+    assert ProviderCall.objects.filter(agent_node_id=mate).get().run_id.startswith(f"{run.run_id}:")
 
 
 def test_a_teammate_continues_its_own_conversation_across_delegations(owner: Any) -> None:

@@ -102,7 +102,7 @@ def test_the_digest_append_stores_what_the_locked_append_stores(workflow, events
         "notes_revision",
     ):
         assert getattr(heads["fast"], field) == getattr(heads["slow"], field), field
-    assert (heads["fast"].length, heads["fast"].revision, heads["fast"].last_input_tokens) == (4, 2, 9)
+    assert (heads["fast"].length, heads["fast"].revision, heads["fast"].input_tokens) == (4, 2, 7)
     assert (write.applied, write.length, write.revision, write.bytes) == (True, 4, 2, heads["fast"].bytes)
     assert events.drain() == [
         {
@@ -119,13 +119,14 @@ def test_the_digest_append_stores_what_the_locked_append_stores(workflow, events
     ]
 
 
-def test_a_stale_length_is_refused_and_a_stale_digest_falls_back_to_the_locked_path(workflow, events, store):
+def test_a_stale_length_is_a_conflict_and_a_head_that_moved_is_context_changed(workflow, events, store):
     key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="a")
-    first = conversation_append(key=key, messages=turns(2), expected_length=0)
+    conversation_append(key=key, messages=turns(2), expected_length=0)
     events.subscribe(f"owner.{workflow.owner_id}")
 
+    after_one = ConversationMessage.objects.get(conversation__agent_node_id="a", seq=0).digest
     with pytest.raises(ApplicationError) as stale_length:
-        conversation_append(key=key, messages=turns(1), expected_length=1, expected_digest=first.digest)
+        conversation_append(key=key, messages=turns(1), expected_length=1, expected_digest=after_one)
 
     assert stale_length.value.code == CONVERSATION_CONFLICT
     assert stale_length.value.extra == {"length": 2, "expected_length": 1}
@@ -133,12 +134,14 @@ def test_a_stale_length_is_refused_and_a_stale_digest_falls_back_to_the_locked_p
     assert AgentConversation.objects.get(agent_node_id="a").revision == 1
     assert events.drain() == []
 
-    # right length, wrong digest: the locked path checks the length only, and it matched
-    appended = conversation_append(key=key, messages=turns(1), expected_length=2, expected_digest="0" * 64)
+    # right length, another head (cleared and refilled, or moved): nothing old is written after it
+    with pytest.raises(ApplicationError) as moved:
+        conversation_append(key=key, messages=turns(1), expected_length=2, expected_digest="0" * 64)
 
-    assert (appended.length, appended.revision) == (3, 2)
-    assert conversation_load(key=key) == [*turns(2), *turns(1)]
-    assert [e["data"]["length"] for e in events.drain()] == [3]
+    assert (moved.value.code, moved.value.status) == ("context_changed", 409)
+    assert conversation_load(key=key) == turns(2)
+    assert AgentConversation.objects.get(agent_node_id="a").revision == 1
+    assert events.drain() == []
 
 
 def test_the_store_appends_nothing_after_a_head_that_differs_or_does_not_exist(workflow, store):

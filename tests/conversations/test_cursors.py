@@ -7,8 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from conversations.compaction import conversation_compact
-from conversations.models import AgentConversation, BranchSnapshot
+from conversations.models import AgentConversation, BranchSnapshot, CompactionAttempt
 from conversations.notes import notes_add, notes_read
 from conversations.selectors import conversation_cursor, conversation_load
 from conversations.services import (
@@ -19,6 +18,7 @@ from conversations.services import (
     conversation_rewind,
     conversation_save,
 )
+from conversations.services.context import conversation_compact
 from conversations.types import ConversationCursor
 from opencompany.core.errors import ApplicationError
 from opencompany.llm.wire import make_tool_result
@@ -27,19 +27,18 @@ from tests.conversations.conftest import assistant, tool_turn, turns, user
 pytestmark = pytest.mark.django_db
 
 
-class FixedSummarizer:
-    def __init__(self, text: str = "short summary") -> None:
-        self.text = text
-        self.seen: list[list[dict]] = []
-
-    async def summarize(self, messages):
-        self.seen.append(messages)
-        return self.text
-
-
-class FailingSummarizer:
-    async def summarize(self, messages):
-        raise RuntimeError("provider down")
+def compact_before_latest(key, *, boundary: int, findings: str = "short summary"):
+    """Activate a compaction of the stored conversation that keeps it from `boundary` on."""
+    cursor = conversation_cursor(key=key)
+    return conversation_compact(
+        key=key,
+        run_id="run-1",
+        expected_length=cursor.length,
+        expected_digest=cursor.digest,
+        boundary=boundary,
+        findings=findings,
+        sizes={"messages_before": cursor.length, "messages_after": cursor.length - boundary},
+    )
 
 
 def test_rewind_to_a_recorded_cursor_restores_the_exact_prefix_and_notes(key):
@@ -83,51 +82,72 @@ def test_after_a_compaction_the_same_cursor_cannot_rewind(key):
     conversation_append(key=key, messages=[user("latest question"), assistant("answer")], expected_length=2)
     notes_add(key=key, text="kept through compaction")
 
-    compacted = conversation_compact(key=key, summarizer=FixedSummarizer())
+    compacted = compact_before_latest(key, boundary=2)
 
-    assert compacted.applied is True
+    assert compacted.length == 2
     with pytest.raises(ApplicationError) as exc:
         conversation_rewind(key=key, cursor=cursor)
     assert exc.value.code == "cannot_rewind"
     assert exc.value.status == 409
 
 
-def test_compaction_summarizes_older_turns_into_one_user_message_and_keeps_notes(key):
-    system = {"role": "system", "content": [{"type": "text", "text": "You are helpful."}], "metadata": {}}
+def test_compaction_keeps_the_tail_and_writes_the_findings_into_the_notes_beside_the_others(key):
     older = [user("a" * 500), *tool_turn("c1", result="r" * 800), assistant("b" * 500)]
     latest = [user("latest question"), assistant("latest answer")]
-    conversation_save(key=key, messages=[system, *older, *latest])
+    conversation_save(key=key, messages=[*older, *latest])
     notes_add(key=key, text="identity")
-    summarizer = FixedSummarizer("the summary")
 
-    conversation_compact(key=key, summarizer=summarizer)
+    compacted = compact_before_latest(key, boundary=len(older), findings="the findings")
 
-    stored = conversation_load(key=key)
-    assert stored[0] == system
-    assert stored[2:] == latest
-    assert stored[1]["role"] == "user"
-    assert stored[1]["content"][0]["text"].endswith("the summary")
-    assert summarizer.seen == [older]
-    assert notes_read(key=key).entries == [{"id": "n1", "text": "identity"}]
-
-
-def test_compaction_that_does_not_shrink_is_not_applied(key):
-    conversation_save(key=key, messages=[user("hi"), assistant("yo"), user("latest")])
-
-    result = conversation_compact(key=key, summarizer=FixedSummarizer("x" * 5000))
-
-    assert result.applied is False
-    assert conversation_load(key=key) == [user("hi"), assistant("yo"), user("latest")]
+    assert conversation_load(key=key) == latest
+    assert notes_read(key=key).entries == [
+        {"id": "n1", "text": "identity"},
+        {"id": "findings", "text": "the findings"},
+    ]
+    assert "identity" in compacted.notes_block
+    assert "the findings" in compacted.notes_block
+    attempt = CompactionAttempt.objects.get()
+    assert (attempt.outcome, attempt.messages_before, attempt.messages_after) == ("applied", 6, 2)
 
 
-def test_failed_summarizer_leaves_the_conversation_as_it_was(key):
+def test_a_compaction_over_a_head_that_moved_is_refused_with_context_changed_and_recorded(key):
     conversation_save(key=key, messages=[user("a" * 500), assistant("b"), user("latest")])
-    before = AgentConversation.objects.values("revision", "length", "head_digest").get()
+    before = AgentConversation.objects.values("revision", "length", "head_digest", "notes").get()
 
-    with pytest.raises(RuntimeError):
-        conversation_compact(key=key, summarizer=FailingSummarizer())
+    with pytest.raises(ApplicationError) as exc:
+        conversation_compact(
+            key=key,
+            run_id="run-1",
+            expected_length=3,
+            expected_digest="0" * 64,
+            boundary=2,
+            findings="f",
+            sizes={},
+        )
 
-    assert AgentConversation.objects.values("revision", "length", "head_digest").get() == before
+    assert (exc.value.code, exc.value.status) == ("context_changed", 409)
+    assert AgentConversation.objects.values("revision", "length", "head_digest", "notes").get() == before
+    assert CompactionAttempt.objects.values_list("outcome", "reason").get() == ("failed", "context_changed")
+
+
+def test_a_compaction_boundary_outside_the_conversation_is_invalid(key):
+    conversation_save(key=key, messages=[user("a" * 500), assistant("b"), user("latest")])
+    cursor = conversation_cursor(key=key)
+
+    with pytest.raises(ApplicationError) as exc:
+        conversation_compact(
+            key=key,
+            run_id="run-1",
+            expected_length=3,
+            expected_digest=cursor.digest,
+            boundary=3,
+            findings="f",
+            sizes={},
+        )
+
+    assert exc.value.code == "invalid_request"
+    assert conversation_load(key=key) == [user("a" * 500), assistant("b"), user("latest")]
+    assert CompactionAttempt.objects.exists() is False
 
 
 def test_rewind_past_the_stored_length_or_to_a_foreign_prefix_is_refused(key):

@@ -72,7 +72,7 @@ def test_append_for_an_unknown_workflow_is_not_found():
     assert exc.value.code == "not_found"
 
 
-def test_append_adds_usage_to_the_lifetime_counters(key):
+def test_append_adds_usage_to_the_counters_and_leaves_the_pressure_to_the_call_record(key):
     usage = {"input_tokens": 100, "output_tokens": 20, "cache_read_tokens": 50, "cache_write_tokens": 5}
     conversation_append(key=key, messages=turns(2), expected_length=0, usage=usage)
     conversation_append(key=key, messages=turns(2, "b"), expected_length=2, usage=usage)
@@ -84,7 +84,8 @@ def test_append_adds_usage_to_the_lifetime_counters(key):
         100,
         10,
     )
-    assert head.last_input_tokens == 150
+    # Pressure is the last request's input (the provider-call record sets it), never a sum of turns.
+    assert head.last_input_tokens == 0
 
 
 def test_append_hot_path_is_a_constant_number_of_queries(key, django_assert_num_queries):

@@ -21,7 +21,7 @@ from conversations.services import conversation_clear
 from conversations.types import ConversationKey
 from graphs import services as graph_services
 from opencompany.llm.providers import CompatCapabilities
-from tests.conftest import make_workflow, node_id
+from tests.conftest import demo_graph, make_workflow, node_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,6 +51,13 @@ def every_row(owner: Any, settings: Any) -> None:
         key=ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=node_id(workflow, "aiAgent"))
     )
     _run(workflow, "what did I say first?")
+    small = demo_graph()
+    for node in small["nodes"]:
+        if node["type"] == "aiAgent":  # a small window: the second message's run compacts (or tries to)
+            node["data"]["parameters"].update({"context_window": 1024, "compaction_ratio": 0.05})
+    compacting = make_workflow(owner, graph=small, name="compacting")
+    for text in ("tell me about tea " * 40, "and coffee?"):
+        _run(compacting, text)
     legacy = {
         "nodes": [
             {"id": "m", "type": "simpleMemory", "data": {"parameters": {"memory_content": "## gate\n4321"}}},

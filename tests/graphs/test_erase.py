@@ -14,8 +14,21 @@ from django.utils import timezone
 
 from chat import services as chat_services
 from chat.models import ChatMessage, ChatRun, ChatThread
-from conversations.models import AgentConversation, BranchSnapshot, ConversationArchive, ConversationMessage
+from conversations.models import (
+    AgentConversation,
+    BranchSnapshot,
+    CompactionAttempt,
+    ConversationArchive,
+    ConversationMessage,
+    ProviderCall,
+)
 from conversations.services import branch_snapshot_keep, conversation_append, conversation_clear
+from conversations.services.context import (
+    CallCounts,
+    CallScope,
+    compaction_attempt_record,
+    provider_call_record,
+)
 from conversations.types import ConversationKey
 from graphs.models import ContextArchiveOutbox, Deployment, Workflow
 from memory import services as memory_services
@@ -145,8 +158,37 @@ def _fill(workflow: Any) -> None:
     branch_snapshot_keep(key=key, thread_key=f"chat:{workflow.pk}:1", leaf_uid="m_leaf")
     conversation_clear(key=key)
     conversation_append(key=key, messages=said, expected_length=0)
+    call_scope = CallScope(
+        workflow_id=workflow.pk, generation=1, agent_node_id=key.agent_node_id, run_id="r1", key=key
+    )
+    provider_call_record(scope=call_scope, counts=_counts())
+    compaction_attempt_record(key=key, run_id="r1", outcome="refused", reason="not_smaller", sizes={})
     admission = chat_services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text=SECRET)
     chat_services.chat_stop(workflow=workflow, run_id=admission.run.run_id)
+
+
+def _counts() -> CallCounts:
+    return CallCounts(
+        status="ok",
+        kind="step",
+        provider="offline",
+        model="offline-demo",
+        input_tokens=10,
+        cached_tokens=0,
+        cache_write_tokens=0,
+        output_tokens=2,
+        usage_reported=True,
+        settings={},
+        system_digest="",
+        notes_digest="",
+        tools_digest="",
+        message_count=2,
+        conversation_digest="",
+        pressure=10,
+        pressure_estimated=False,
+        output_headroom=10,
+        context_window=1000,
+    )
 
 
 def _kept_for(workflow_id: str) -> dict[str, int]:
@@ -160,6 +202,8 @@ def _kept_for(workflow_id: str) -> dict[str, int]:
         "messages": ConversationMessage.objects.filter(conversation__workflow_id=workflow_id).count(),
         "archives": ConversationArchive.objects.filter(workflow_id=workflow_id).count(),
         "snapshots": BranchSnapshot.objects.filter(workflow_id=workflow_id).count(),
+        "provider_calls": ProviderCall.objects.filter(workflow_id=workflow_id).count(),
+        "compaction_attempts": CompactionAttempt.objects.filter(workflow_id=workflow_id).count(),
         "threads": ChatThread.objects.filter(workflow_id=workflow_id).count(),
         "chat_messages": ChatMessage.objects.filter(thread__workflow_id=workflow_id).count(),
         "runs": ChatRun.objects.filter(workflow_id=workflow_id).count(),
@@ -179,6 +223,8 @@ NOTHING = dict.fromkeys(
         "messages",
         "archives",
         "snapshots",
+        "provider_calls",
+        "compaction_attempts",
         "threads",
         "chat_messages",
         "runs",
@@ -202,7 +248,7 @@ def test_deleting_a_workflow_leaves_no_item_revision_conversation_archive_or_cha
     assert Workflow.objects.filter(pk=workflow.pk).exists() is False
     assert _kept_for(workflow.pk) == NOTHING
     assert _kept_for(other_workflow.pk) == kept_by_other
-    assert (kept_by_other["items"], kept_by_other["archives"]) == (1, 1)
+    assert (kept_by_other["items"], kept_by_other["archives"], kept_by_other["provider_calls"]) == (1, 1, 1)
 
 
 def test_erase_all_my_data_needs_confirm_and_then_erases_every_workflow_of_the_owner_only(
@@ -223,7 +269,13 @@ def test_erase_all_my_data_needs_confirm_and_then_erases_every_workflow_of_the_o
     erased = response.json()["erased"]
     assert erased["workflows"] == 2
     assert erased["memory"] == {"items": 2, "revisions": 2, "receipts": 2, "namespaces": 2}
-    assert erased["conversations"] == {"conversations": 2, "archives": 2, "snapshots": 2}
+    assert erased["conversations"] == {
+        "conversations": 2,
+        "archives": 2,
+        "snapshots": 2,
+        "provider_calls": 2,
+        "compaction_attempts": 2,
+    }
     assert list(Workflow.objects.values_list("pk", flat=True)) == [other_workflow.pk]
     assert _kept_for(workflow.pk) == NOTHING
     assert _kept_for(second.pk) == NOTHING

@@ -17,11 +17,19 @@ from opencompany.llm.wire import make_assistant, make_text, make_tool_call
 class FakeSink:
     """Records every commit in order; ``fail_at`` makes the n-th commit (1-based) raise."""
 
-    def __init__(self, messages: list[dict[str, Any]] | None = None, fail_at: int | None = None) -> None:
+    def __init__(
+        self,
+        messages: list[dict[str, Any]] | None = None,
+        fail_at: int | None = None,
+        notes_block: str = "Notes: none",
+    ) -> None:
         self.calls: list[tuple[str, Any]] = []
         self.transcript: list[dict[str, Any]] = list(messages or [])
         self.fail_at = fail_at
         self.usage: Usage | None = None
+        self.notes_block = notes_block
+        self.records: list[Any] = []
+        self.attempts: list[Any] = []
 
     def _record(self, kind: str, payload: Any) -> None:
         if self.fail_at is not None and len(self.calls) + 1 == self.fail_at:
@@ -45,6 +53,19 @@ class FakeSink:
     async def replace_all(self, messages: list[dict[str, Any]]) -> None:
         self._record("replace_all", messages)
         self.transcript = list(messages)
+
+    async def compact(self, candidate: Any) -> str:
+        """Activates like the store: the tail stays, the findings join the notes block."""
+        self._record("compact", candidate)
+        self.transcript = list(candidate.messages)
+        self.notes_block = f"{self.notes_block}\nFindings: {candidate.findings}"
+        return self.notes_block
+
+    async def record_call(self, call: Any) -> None:
+        self.records.append(call)
+
+    async def compaction_attempt(self, attempt: Any) -> None:
+        self.attempts.append(attempt)
 
     @property
     def kinds(self) -> list[str]:

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
+from opencompany.llm.context import CompactionPolicy
 from opencompany.llm.loop import NOT_RUN_TEXT, CompactionEvent, LoopPolicies, ToolResultEvent, run_agent_loop
-from opencompany.llm.policies import SUMMARIZE_INSTRUCTION, SUMMARY_PREFIX, close_unanswered_tool_calls
+from opencompany.llm.policies import SUMMARIZE_INSTRUCTION, close_unanswered_tool_calls
 from opencompany.llm.providers.base import (
     ModelSettings,
     ProviderErrorEvent,
@@ -360,17 +362,22 @@ async def test_compaction_summarizes_only_earlier_turns_and_keeps_system_blocks_
 
     assert result.status == "finished"
     assert summarizer.calls == [history]
-    summary = {
-        "role": "user",
-        "content": [{"type": "text", "text": f"{SUMMARY_PREFIX}\nEarlier: the owner likes tea."}],
-        "metadata": {"summary": True},
-    }
-    assert sink.calls[0] == ("replace_all", [summary, latest])
-    assert sink.kinds == ["replace_all", "final"]
-    assert provider.requests[0].system_blocks == ["You are Ada.", "Notes: none"]
-    assert provider.requests[0].messages == [summary, latest]
+    candidate = sink.calls[0][1]
+    assert (candidate.boundary, candidate.messages, candidate.findings) == (
+        12,
+        [latest],
+        "Earlier: the owner likes tea.",
+    )
+    assert candidate.system_digest == hashlib.sha256(b"You are Ada.").hexdigest()
+    assert candidate.tokens_after < candidate.tokens_before
+    assert sink.kinds == ["compact", "final"]
+    assert provider.requests[0].system_blocks == [
+        "You are Ada.",
+        "Notes: none\nFindings: Earlier: the owner likes tea.",
+    ]
+    assert provider.requests[0].messages == [latest]
     assert result.compactions == 1
-    assert [e for e in events if isinstance(e, CompactionEvent)] == [CompactionEvent(13, 2)]
+    assert [e for e in events if isinstance(e, CompactionEvent)] == [CompactionEvent(13, 1)]
 
 
 async def test_compaction_during_a_tool_streak_keeps_the_latest_turn_verbatim_with_the_default_summarizer():
@@ -404,11 +411,16 @@ async def test_compaction_during_a_tool_streak_keeps_the_latest_turn_verbatim_wi
     assert summarize_request.tools == []
     assert "question 5" in summarize_request.messages[0]["content"][0]["text"]
     assert "remember tea" not in summarize_request.messages[0]["content"][0]["text"]
-    assert after.system_blocks == ["You are Ada.", "Notes: none"]
-    assert after.messages[0]["content"][0]["text"] == f"{SUMMARY_PREFIX}\nThe owner asked questions 0-5."
-    assert after.messages[1:] == [*latest, sink.calls[0][1], sink.calls[1][1]]
-    assert sink.kinds == ["assistant", "tool_result", "replace_all", "final"]
+    assert after.system_blocks == ["You are Ada.", "Notes: none\nFindings: The owner asked questions 0-5."]
+    assert after.messages == [*latest, sink.calls[0][1], sink.calls[1][1]]
+    assert sink.kinds == ["assistant", "tool_result", "compact", "final"]
     assert result.usage.input_tokens == 2_900 + 10 + 300
+    assert [(r.kind, r.status) for r in sink.records] == [
+        ("step", "ok"),
+        ("compaction", "ok"),
+        ("step", "ok"),
+    ]
+    assert [r.pressure for r in sink.records if r.kind == "step"] == [2_900, 300]
 
 
 async def test_a_failing_summarizer_leaves_the_conversation_as_it_was():
@@ -435,6 +447,35 @@ async def test_a_failing_summarizer_leaves_the_conversation_as_it_was():
     assert result.compaction_failures == 1
     assert sink.kinds == ["final"]
     assert provider.requests[0].messages == [*history, make_user("q")]
+    assert [(a.outcome, a.reason) for a in sink.attempts] == [("failed", "summarizer_failed")]
+
+
+async def test_a_summary_that_does_not_reduce_the_tokens_is_refused_and_recorded():
+    history = _long_history()
+    sink = FakeSink()
+    provider = ScriptedProvider([answer("ok")])
+    settings_obj = ModelSettings(provider="scripted", model="m", context_window=2_000)
+
+    result = await run_agent_loop(
+        _request([*history, make_user("q")], settings=settings_obj),
+        provider,
+        [],
+        sink,
+        asyncio.Event(),
+        tool_context=CONTEXT,
+        policies=LoopPolicies(
+            summarizer=RecordingSummarizer("x" * 20_000),
+            compaction=CompactionPolicy(findings_max_chars=20_000),
+        ),
+    )
+
+    assert result.status == "finished"
+    assert result.compactions == 0
+    assert sink.kinds == ["final"]
+    assert provider.requests[0].messages == [*history, make_user("q")]
+    (attempt,) = sink.attempts
+    assert (attempt.outcome, attempt.reason) == ("refused", "not_smaller")
+    assert attempt.tokens_after >= attempt.tokens_before
 
 
 async def test_older_tool_results_are_cleared_past_the_byte_budget_and_saved_whole():

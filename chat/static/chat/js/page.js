@@ -27,6 +27,7 @@ export class ChatPage {
     this.apiBase = `/api/v1/workflows/${encodeURIComponent(this.workflowId)}`;
 
     this.path = [];
+    this.marks = [];
     this.hasMore = false;
     this.revision = 0;
     this.runs = new Map(); // run_id → {id, seq, text, state, steps, buffer, resuming, userMessageId, replyId, error}
@@ -141,9 +142,11 @@ export class ChatPage {
       case "run.stopped":
       case "run.error":
         this.applyRunEvent(frame);
+        if (TERMINAL.has(frame.type)) this.context.refresh(); // the ledger has the run's calls
         break;
       case "context.updated":
         this.context.refresh();
+        if (frame.length === 0) this.refetchHistory(); // a Clear: the chat shows its mark
         break;
       case "memory.updated":
         if (!frame.memory_node_id || frame.memory_node_id === this.memoryId) this.memory.refreshSoon();
@@ -174,7 +177,10 @@ export class ChatPage {
   applyThread(frame, { replace }) {
     if (frame.generation !== undefined && frame.generation !== this.generation) this.setGeneration(frame.generation);
     this.revision = frame.revision ?? this.revision;
-    if (replace) this.path = frame.path || [];
+    if (replace) {
+      this.path = frame.path || [];
+      this.marks = frame.marks || [];
+    }
     this.hasMore = Boolean(frame.has_more);
     this.syncActiveRuns(frame.active_runs || [], frame.request_id == null);
     if (this.pendingSend && this.path.some((m) => m.client_message_id === this.pendingSend.clientId)) {
@@ -649,7 +655,13 @@ export class ChatPage {
   currentItems() {
     const items = [];
     const lastIndex = this.path.length - 1;
-    this.path.forEach((message, index) => items.push(this.renderMessage(message, { isLast: index === lastIndex })));
+    const marks = this.marks || [];
+    const marksAfter = (id) => marks.filter((mark) => mark.after_id === id).map((mark) => this.renderMark(mark));
+    if (!this.hasMore) items.push(...marksAfter(null));
+    this.path.forEach((message, index) => {
+      items.push(this.renderMessage(message, { isLast: index === lastIndex }));
+      items.push(...marksAfter(message.id));
+    });
     if (this.pendingSend && !this.path.some((m) => m.client_message_id === this.pendingSend.clientId)) {
       items.push(this.renderPending(this.pendingSend.text));
     }
@@ -660,6 +672,12 @@ export class ChatPage {
       if (run.state === "live" || (answersHere && (run.text || run.error))) items.push(this.renderRunDraft(run));
     }
     return items;
+  }
+
+  // Where the agent's Context was cleared or compacted (from the stored rows the thread frame lists).
+  renderMark(mark) {
+    const text = mark.kind === "context_cleared" ? "Context cleared" : "Earlier messages summarized";
+    return h("li", { class: "msg-mark", role: "separator", "data-mark": mark.kind }, h("span", { text }));
   }
 
   archivedItems() {
