@@ -75,7 +75,7 @@ class Config:
     max_chats: int = 480
     mode_budget_s: float = 150.0
     workers: int = 4
-    pool: int = 900
+    pool: int = 600
 
 
 @dataclass
