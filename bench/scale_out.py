@@ -96,6 +96,7 @@ class Level:
     published: float = 0.0
     delivered: float = 0.0
     busy: float = 0.0  # share of the machine's CPU in use
+    connections: int = 0  # PostgreSQL backends of the bench database at the window's end
 
     @property
     def broken(self) -> int:
@@ -208,6 +209,19 @@ async def snapshot(deployment: Deployment) -> dict[str, Any]:
 # --- one level -------------------------------------------------------------------------------------
 
 
+async def warm_up(deployment: Deployment, chats: list[tuple[str, str]]) -> None:
+    """One turn per chat on every server: imports, connections and prepared statements are made."""
+
+    async def one(i: int, wf: str, cookie: str) -> None:
+        ws = await livechat.open_chat(deployment.urls[i % len(deployment.urls)], wf, cookie)
+        try:
+            await livechat.chat_turn(ws, 0, QUESTIONS[0], ChatStats())
+        finally:
+            await ws.close()
+
+    await asyncio.gather(*(one(i, wf, cookie) for i, (wf, cookie) in enumerate(chats)))
+
+
 async def chat_loop(
     url: str, workflow_id: str, cookie: str, start_at: float, end_at: float, stats: ChatStats, seed: int
 ) -> None:
@@ -282,6 +296,7 @@ async def run_level(deployment: Deployment, chats: list[tuple[str, str]], seed: 
     for k in ("statements", "published", "delivered"):
         setattr(level, k, (last[k] - first[k]) / per_run)
     level.busy = (last["busy"] - first["busy"]) / max(1e-9, last["total"] - first["total"])
+    level.connections = len(last["pg"])
     return level
 
 
@@ -341,7 +356,7 @@ def _print_level(label: str, lv: Level) -> None:
         f"  {label:>22} chats {lv.chats:>4}: {lv.runs:>4} runs {lv.runs_per_s:6.1f}/s  started p50/p95 "
         f"{pct(lv.started, 50):6.1f}/{pct(lv.started, 95):7.1f} ms  delta p95 {pct(lv.delta, 95):6.1f} ms  "
         f"cpu {lv.cpu_ms:5.1f} ms/run  pg {lv.pg_ms:5.1f}  stmts {lv.statements:5.1f}  frames "
-        f"{lv.published:5.1f}  busy {lv.busy:4.0%}  errors {lv.errors}  broken {lv.broken}"
+        f"{lv.published:5.1f}  conns {lv.connections:3d}  busy {lv.busy:4.0%}  errors {lv.errors}  broken {lv.broken}"
         + ("  HELD" if lv.held else "  missed")
         + (f"  {sorted(set(lv.exceptions))[:4]}" if lv.exceptions else ""),
         flush=True,
@@ -392,7 +407,7 @@ async def scale(
                 deployment = Deployment(n, executor, CONFIG.workers, counters)
                 label = f"{mode} N={n}" + (f"+{CONFIG.workers}w" if mode == "tasks" else "")
                 try:
-                    await run_level(deployment, pool.take(2 * n), seed=1)  # warm-up: imports, connections
+                    await warm_up(deployment, pool.take(2 * n))
                     start = CONFIG.start if not held_one else _round(held_one * 0.9)
                     levels = await ramp(deployment, pool, start, label)
                 finally:
@@ -414,21 +429,23 @@ def report(results: list[tuple[str, int, list[Level]]]) -> None:
     )
     print(
         "| mode | processes | chats held | runs/s | send→started p50 ms | p95 ms | delta p95 ms | CPU ms/run "
-        "| PostgreSQL CPU ms/run | statements/run | layer msgs/run | machine busy | chats vs N = 1 |"
+        "| PostgreSQL CPU ms/run | statements/run | layer msgs/run | PostgreSQL connections | machine busy "
+        "| chats vs N = 1 |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     base: dict[str, int] = {}
     for mode, n, levels in results:
         top = best(levels)
         procs = f"{n}" + (f" + {CONFIG.workers} workers" if mode == "tasks" else "")
         if top is None:
-            print(f"| {mode} | {procs} | 0 | | | | | | | | | | |")
+            print(f"| {mode} | {procs} | 0 | | | | | | | | | | | |")
             continue
         base.setdefault(mode, top.chats)
         print(
             f"| {mode} | {procs} | {top.chats} | {top.runs_per_s:.1f} | {pct(top.started, 50):.1f} | "
             f"{pct(top.started, 95):.1f} | {pct(top.delta, 95):.1f} | {top.cpu_ms:.1f} | {top.pg_ms:.1f} | "
-            f"{top.statements:.1f} | {top.published:.1f} | {top.busy:.0%} | {top.chats / base[mode]:.2f}x |"
+            f"{top.statements:.1f} | {top.published:.1f} | {top.connections} | {top.busy:.0%} | "
+            f"{top.chats / base[mode]:.2f}x |"
         )
     checked = sum(lv.check.get("checked", 0) for _, _, levels in results for lv in levels)
     broken = sum(lv.broken for _, _, levels in results for lv in levels)
@@ -473,7 +490,7 @@ async def profile(pairs: list[tuple[str, str]], chats: int) -> None:
     deployment = Deployment(1, "inprocess", 0, counters, BENCH_STATEMENT_SITES=1)
     pid = deployment.procs[0].pid
     try:
-        await run_level(deployment, pool.take(2), seed=1)
+        await warm_up(deployment, pool.take(2))
         await deployment.counts()
         before = deployment._read(pid).get("sites", {})
         deployment.profile_toggle()
@@ -514,7 +531,7 @@ async def compare(pairs: list[tuple[str, str]], ref: str, chats: int, rounds: in
                 pool = Pool(pairs)
                 deployment = Deployment(1, "inprocess", 0, counters, code_root=root)
                 try:
-                    await run_level(deployment, pool.take(2), seed=1)
+                    await warm_up(deployment, pool.take(2))
                     level = await run_level(deployment, pool.take(chats), seed=r * 31)
                 finally:
                     deployment.stop()
