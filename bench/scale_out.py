@@ -35,6 +35,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -547,10 +548,10 @@ async def compare(pairs: list[tuple[str, str]], ref: str, chats: int, rounds: in
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, levels in rows.items():
         med = {
-            k: pct([getattr(lv, k) for lv in levels], 50)
+            k: statistics.median([getattr(lv, k) for lv in levels])
             for k in ("runs_per_s", "cpu_ms", "pg_ms", "statements", "published")
         }
-        d95 = pct([pct(lv.delta, 95) for lv in levels], 50)
+        d95 = statistics.median([pct(lv.delta, 95) for lv in levels])
         print(
             f"| {name} | {med['runs_per_s']:.1f} | {d95:.1f} | {med['cpu_ms']:.1f} | {med['pg_ms']:.1f} | "
             f"{med['statements']:.1f} | {med['published']:.1f} | {sum(lv.broken + lv.errors for lv in levels)} |"
