@@ -200,6 +200,7 @@ class RunRecord:
     """One run as a client saw it: the stream's text in seq order, and what broke it."""
 
     run_id: str = ""
+    chat: str = ""  # the workflow the run answered in
     text: str = ""
     last_seq: int = 0
     lost: int = 0  # seq numbers skipped

@@ -98,6 +98,7 @@ class Level:
     delivered: float = 0.0
     busy: float = 0.0  # share of the machine's CPU in use
     connections: int = 0  # PostgreSQL backends of the bench database at the window's end
+    stalled: int = 0  # chats that finished no run in the whole level
 
     @property
     def broken(self) -> int:
@@ -109,6 +110,7 @@ class Level:
         return (
             self.errors == 0
             and self.broken == 0
+            and self.stalled == 0
             and self.runs > 0
             and pct(self.delta, 95) <= DELTA_P95_MS
             and pct(self.started, 95) <= STARTED_P95_MS
@@ -239,6 +241,7 @@ async def chat_loop(
         turn = 0
         while time.perf_counter() < end_at:
             record = await livechat.chat_turn(ws, turn, QUESTIONS[turn % len(QUESTIONS)], stats)
+            record.chat = workflow_id
             if record.state != "finished":
                 return
             turn += 1
@@ -283,6 +286,7 @@ async def run_level(deployment: Deployment, chats: list[tuple[str, str]], seed: 
     ended = [r for r in stats.runs if first["at"] <= r.ended_at < last["at"]]
     level.runs = len([r for r in ended if r.state == "finished"])
     level.total_runs = len([r for r in stats.runs if r.state == "finished"])
+    level.stalled = len(chats) - len({r.chat for r in stats.runs if r.state == "finished"})
     wall = last["at"] - first["at"]
     level.runs_per_s = level.runs / wall
     level.started = [r.started_ms for r in ran if r.started_ms is not None]
@@ -357,7 +361,7 @@ def _print_level(label: str, lv: Level) -> None:
         f"  {label:>22} chats {lv.chats:>4}: {lv.runs:>4} runs {lv.runs_per_s:6.1f}/s  started p50/p95 "
         f"{pct(lv.started, 50):6.1f}/{pct(lv.started, 95):7.1f} ms  delta p95 {pct(lv.delta, 95):6.1f} ms  "
         f"cpu {lv.cpu_ms:5.1f} ms/run  pg {lv.pg_ms:5.1f}  stmts {lv.statements:5.1f}  frames "
-        f"{lv.published:5.1f}  conns {lv.connections:3d}  busy {lv.busy:4.0%}  errors {lv.errors}  broken {lv.broken}"
+        f"{lv.published:5.1f}  conns {lv.connections:3d}  busy {lv.busy:4.0%}  errors {lv.errors}  broken {lv.broken}  stalled {lv.stalled}"
         + ("  HELD" if lv.held else "  missed")
         + (f"  {sorted(set(lv.exceptions))[:4]}" if lv.exceptions else ""),
         flush=True,
