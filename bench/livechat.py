@@ -201,6 +201,7 @@ class RunRecord:
 
     run_id: str = ""
     chat: str = ""  # the workflow the run answered in
+    question: int = 0  # which of the bench's messages it answered
     text: str = ""
     last_seq: int = 0
     lost: int = 0  # seq numbers skipped
