@@ -20,29 +20,20 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import livechat
+from livechat import pct, setup_database
+
 DB_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/opencompany_bench_chat")
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 NS = [int(n) for n in os.environ.get("BENCH_NS", "50,100,200").split(",")]
 TURNS = int(os.environ.get("BENCH_TURNS", "3"))
-SECRET = "bench-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
-os.environ.update(
-    {
-        "DATABASE_URL": DB_URL,
-        "DJANGO_SETTINGS_MODULE": "opencompany.settings",
-        "SECRET_KEY": SECRET,
-        "LOG_LEVEL": "WARNING",
-        "REDIS_URL": REDIS_URL,
-    }
-)
+livechat.bench_environment(DB_URL, REDIS_URL, f"bench{os.getpid()}")
 QUESTIONS = [
     "Hello! Could you tell me what we talked about so far?",
     "What did I say first, and how many turns have we had?",
@@ -50,77 +41,8 @@ QUESTIONS = [
 ]
 
 
-def pct(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
-def setup_database(n: int) -> list[tuple[str, str]]:
-    """Create/migrate the bench database and return n (workflow_id, session cookie) pairs."""
-    import psycopg
-
-    name = DB_URL.rsplit("/", 1)[1]
-    admin = DB_URL.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    from graphs import services as graph_services
-    from tests.chat.wsclient import session_cookie
-    from tests.conftest import demo_graph
-
-    User = get_user_model()
-    out = []
-    for i in range(n):
-        user = User(username=f"bench{i}")
-        user.set_unusable_password()  # sessions are minted directly; hashing 200 passwords took minutes
-        user.save()
-        workflow = graph_services.workflow_create(owner=user, name=f"bench {i}", graph=demo_graph())
-        graph_services.workflow_deploy(workflow=workflow)
-        out.append((workflow.pk, session_cookie(user)))
-    from django.db import connections
-
-    connections.close_all()
-    return out
-
-
-def start_server(port: int) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "DEBUG": "0",
-            "ALLOWED_HOSTS": "127.0.0.1",
-            "OPENCOMPANY_RUN_EXECUTOR": "inprocess",
-            "OPENCOMPANY_OFFLINE_PACING_MS": "0",
-            "DB_CONN_MAX_AGE": "60",
-            "REDIS_PREFIX": f"bench{os.getpid()}",
-        }
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "opencompany.asgi:application"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/node-specs", timeout=1)
-        except urllib.error.HTTPError:
-            return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("server did not start")
+def start_server(port: int) -> Any:
+    return livechat.start_server(port, OPENCOMPANY_RUN_EXECUTOR="inprocess", OPENCOMPANY_OFFLINE_PACING_MS=0)
 
 
 async def client(port: int, workflow_id: str, cookie: str, stats: dict[str, Any]) -> None:
@@ -186,8 +108,7 @@ def main() -> None:
             stats = asyncio.run(round_for(port, pairs[:n]))
             rows.append((n, stats))
     finally:
-        server.terminate()
-        server.wait(timeout=20)
+        livechat.stop_process(server)
     print(
         f"\nchat load: one daphne process, Redis pub/sub layer, PostgreSQL, offline model at zero pacing, {TURNS} turns per client\n"
     )

@@ -81,6 +81,25 @@ def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:
     )
 
 
+def head_cursor(*, key: ConversationKey, head: AgentConversation | None) -> ConversationCursor:
+    """`conversation_cursor` from a head row the caller locked and has not changed since (None: no
+    row), without reading it again."""
+    if head is None:
+        return ConversationCursor(generation=key.generation, length=0, digest="", notes=[])
+    return ConversationCursor(
+        generation=key.generation, length=head.length, digest=head.head_digest, notes=list(head.notes or [])
+    )
+
+
+def head_notes(*, head: AgentConversation | None) -> NotesState:
+    """`notes_read` from a head row the caller locked and has not changed since (None: no row)."""
+    if head is None:
+        return NotesState()
+    return NotesState(
+        entries=list(head.notes or []), notes_revision=head.notes_revision, revision=head.revision
+    )
+
+
 def conversation_runtime_binding(*, key: ConversationKey) -> dict[str, Any]:
     """The agent program's session binding of the conversation (`{}` when none). Runtime state: it is
     never exported nor shown in the API."""

@@ -279,9 +279,9 @@ OPENCOMPANY_MEMORY_RECEIPT_DAYS = _env_int("OPENCOMPANY_MEMORY_RECEIPT_DAYS", 30
 OPENCOMPANY_EMBEDDER = os.environ.get("OPENCOMPANY_EMBEDDER", "none")
 OPENCOMPANY_RUN_EXECUTOR = os.environ.get("OPENCOMPANY_RUN_EXECUTOR", "inprocess")
 OPENCOMPANY_RUN_TIMEOUT_S = _env_int("OPENCOMPANY_RUN_TIMEOUT_S", 86_400)
-# Database threads of the in-process run loop (the serving loop has its own). More threads contend
-# for the GIL with the serving side (docs/benchmarks.md).
-OPENCOMPANY_RUN_DB_THREADS = _env_int("OPENCOMPANY_RUN_DB_THREADS", 1)
+# Database threads of the in-process run loop (the serving loop has its own), each with its kept
+# connection: with one, every run of the process waited behind any run's slow or lock-waiting statement.
+OPENCOMPANY_RUN_DB_THREADS = _env_int("OPENCOMPANY_RUN_DB_THREADS", 4)
 # Keep the hand-written hot statements (append, send) prepared per connection; turn off behind a
 # pooler that cannot keep prepared statements (opencompany/core/db.py).
 OPENCOMPANY_DB_PREPARE = _env_bool("OPENCOMPANY_DB_PREPARE", True)

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Subquery
 from django.utils import timezone
 
 from chat import errors
@@ -25,11 +25,14 @@ from chat.services._common import (
 )
 from chat.store import chat_store
 from conversations import services as conversations
+from conversations.models import AgentConversation
 from conversations.notes import render_notes_block
 from conversations.selectors import (
     conversation_cursor,
     conversation_for_update,
     conversation_load,
+    head_cursor,
+    head_notes,
     notes_read,
 )
 from conversations.types import ConversationKey
@@ -109,11 +112,11 @@ class RunBegun:
 
 
 def _lock_thread_of(run_id: str) -> ChatThread | None:
-    """Lock the run's thread, the first lock a run write takes; None when the run or its thread is gone."""
-    thread_id = ChatRun.objects.filter(run_id=run_id).values_list("thread_id", flat=True).first()
-    if thread_id is None:
-        return None
-    return ChatThread.objects.select_for_update().filter(pk=thread_id).first()
+    """Lock the run's thread, the first lock a run write takes; None when the run or its thread is gone.
+
+    One statement: the run's thread id is a subquery (it never changes), and only the thread is locked."""
+    thread_id = ChatRun.objects.filter(run_id=run_id).values("thread_id")[:1]
+    return ChatThread.objects.select_for_update().filter(pk=Subquery(thread_id)).first()
 
 
 @transaction.atomic
@@ -148,7 +151,7 @@ def run_begin(
     user = make_user("\n".join(notes) + "\n\n" + question.text if notes else question.text)
     if key is None:
         return RunBegun(messages=[user], notes_block="", digest="")
-    return _begin_turn(run, key, user, stored_before=head is not None, runtime=runtime)
+    return _begin_turn(run, key, user, head=head, runtime=runtime)
 
 
 @transaction.atomic
@@ -170,30 +173,34 @@ def run_delegate_begin(
     if run is None:
         raise _err(errors.RUN_ENDED, "The run has ended or belongs to another claimant.", {"run_id": run_id})
     head = conversation_for_update(key=key)
-    return _begin_turn(run, key, make_user(text), stored_before=head is not None, runtime=runtime)
+    return _begin_turn(run, key, make_user(text), head=head, runtime=runtime)
 
 
 def _begin_turn(
-    run: ChatRun, key: ConversationKey, user: Message, *, stored_before: bool, runtime: str | None
+    run: ChatRun, key: ConversationKey, user: Message, *, head: AgentConversation | None, runtime: str | None
 ) -> RunBegun:
     """Repair the agent's stored conversation, record its cursor on the run (first record per agent
     wins) and append `user`; a `runtime` other than the stored turns' starts a new epoch (see
     `run_begin`). Call inside the transaction that locked the thread, the run and the
-    conversation's head row."""
-    loaded = conversation_load(key=key) if stored_before else []
+    conversation's head row (`head`, None when there is none)."""
+    loaded = conversation_load(key=key) if head is not None else []
     stored = close_unanswered_tool_calls(loaded)
     handoff = plan_handoff(stored, runtime) if runtime is not None else None
+    rewritten = True
     if handoff is not None:
         conversations.conversation_start_epoch(key=key, messages=handoff.messages)
         stored = handoff.messages
     elif stored != loaded:
         conversations.conversation_save(key=key, messages=stored)
-    cursor = conversation_cursor(key=key)
+    else:
+        rewritten = False
+    # Unless rewritten above, the locked head row is as it was read: its cursor and notes are current.
+    cursor = conversation_cursor(key=key) if rewritten else head_cursor(key=key, head=head)
     cursors = dict(run.context_cursors or {})
     if key.agent_node_id not in cursors:  # the run row is locked: the merge cannot lose a record
         cursors[key.agent_node_id] = cursor.as_dict()
         ChatRun.objects.filter(pk=run.pk).update(context_cursors=cursors)
-    notes_block = render_notes_block(notes_read(key=key))
+    notes_block = render_notes_block(notes_read(key=key) if rewritten else head_notes(head=head))
     written = conversations.conversation_append(
         key=key, messages=[user], expected_length=cursor.length, expected_digest=cursor.digest
     )

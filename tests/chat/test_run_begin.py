@@ -6,13 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from chat import services
 from chat.executor import prepare_run
 from chat.models import ChatNote, ChatRun
 from conversations.models import ConversationMessage
-from conversations.selectors import conversation_cursor, conversation_load
+from conversations.notes import notes_add, render_notes_block
+from conversations.selectors import conversation_cursor, conversation_load, notes_read
 from conversations.services import conversation_append
 from conversations.types import ConversationKey
 from opencompany.core.errors import ApplicationError
@@ -177,3 +179,35 @@ def test_an_agent_with_neither_memory_nor_context_is_offered_no_tools(owner: Any
 
     assert (prepared.tool_names, prepared.memory_node_id, prepared.key) == ([], None, None)
     assert prepared.messages == [make_user("Hello")]
+
+
+def test_a_turn_on_a_sound_conversation_begins_from_the_locked_head_without_reading_it_again(
+    workflow: Any, django_assert_num_queries: Any
+) -> None:
+    key = key_of(workflow)
+    conversation_append(
+        key=key,
+        messages=[
+            make_user("Where is the lighthouse?"),
+            make_assistant([{"type": "text", "text": "North."}]),
+        ],
+        expected_length=0,
+    )
+    notes_add(key=key, text="The owner asks about lighthouses.")
+    cursor_before = conversation_cursor(key=key)
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="And south?")
+    claimant = services.new_claimant()
+    assert services.run_claim(run_id=admission.run.run_id, claimant=claimant) is not None
+
+    # BEGIN, thread lock (the run's thread id as a subquery), run lock, head lock, notes claim, the
+    # question, load, cursor record, append, COMMIT: cursor and notes come from the locked head row.
+    # SQLite's store appends in five statements (savepoint, head update, read-back, insert, release).
+    with django_assert_num_queries(10 if connection.vendor == "postgresql" else 14):
+        begun = services.run_begin(run_id=admission.run.run_id, claimant=claimant, key=key)
+
+    run = ChatRun.objects.get(run_id=admission.run.run_id)
+    assert run.context_cursors == {key.agent_node_id: cursor_before.as_dict()}
+    assert begun.notes_block == render_notes_block(notes_read(key=key))
+    assert begun.notes_block != ""
+    assert [text_of(m) for m in begun.messages] == ["Where is the lighthouse?", "North.", "And south?"]
+    assert begun.digest == conversation_cursor(key=key).digest
