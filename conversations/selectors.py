@@ -56,15 +56,13 @@ def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
         ) from exc
 
 
+PRESSURE_FIELDS = ("last_input_tokens", "pressure_headroom_tokens", "context_window", "pressure_estimated")
+
+
 def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:
     """The cursor of the stored conversation as it is now: `(generation, length, digest, notes,
     pressure)`."""
-    pressure_fields = (
-        "last_input_tokens",
-        "pressure_headroom_tokens",
-        "context_window",
-        "pressure_estimated",
-    )
+    pressure_fields = PRESSURE_FIELDS
     row = (
         AgentConversation.objects.filter(**key.filter_kwargs())
         .values("length", "head_digest", "notes", *pressure_fields)
@@ -87,7 +85,11 @@ def head_cursor(*, key: ConversationKey, head: AgentConversation | None) -> Conv
     if head is None:
         return ConversationCursor(generation=key.generation, length=0, digest="", notes=[])
     return ConversationCursor(
-        generation=key.generation, length=head.length, digest=head.head_digest, notes=list(head.notes or [])
+        generation=key.generation,
+        length=head.length,
+        digest=head.head_digest,
+        notes=list(head.notes or []),
+        pressure={name: getattr(head, name) for name in PRESSURE_FIELDS},
     )
 
 

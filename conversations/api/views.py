@@ -116,6 +116,7 @@ class RequestListView(APIView):
     @extend_schema(
         parameters=[s.ConversationQueryInput, _GENERATION],
         responses=s.RequestPageOutput,
+        operation_id="conversation_requests_list",
         summary="The conversation's request records (one per provider call), newest first",
     )
     def get(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
@@ -141,6 +142,7 @@ class RequestDetailView(APIView):
     @extend_schema(
         parameters=[_GENERATION],
         responses=s.RequestDetailOutput,
+        operation_id="conversation_request_retrieve",
         summary="What the agent saw on one request: its record and the messages it sent",
     )
     def get(self, request: Request, workflow_id: str, agent_node_id: str, request_id: int) -> Response:
