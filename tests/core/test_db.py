@@ -24,7 +24,7 @@ _PROBE = "SELECT %(n)s::int + 1 AS hot_probe"
 
 
 def _prepared(fragment: str) -> list[str]:
-    """Statements prepared on this session whose text holds `fragment` (read through the ORM cursor)."""
+    """Statements prepared on this connection whose text holds `fragment` (read through the ORM cursor)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s", [f"%{fragment}%"]
