@@ -280,8 +280,11 @@ OPENCOMPANY_EMBEDDER = os.environ.get("OPENCOMPANY_EMBEDDER", "none")
 OPENCOMPANY_RUN_EXECUTOR = os.environ.get("OPENCOMPANY_RUN_EXECUTOR", "inprocess")
 OPENCOMPANY_RUN_TIMEOUT_S = _env_int("OPENCOMPANY_RUN_TIMEOUT_S", 86_400)
 # Database threads of the in-process run loop (the serving loop has its own), each with its kept
-# connection: with one, every run of the process waited behind any run's slow or lock-waiting statement.
-OPENCOMPANY_RUN_DB_THREADS = _env_int("OPENCOMPANY_RUN_DB_THREADS", 4)
+# connection: with one, every run of the process waited behind any run's slow or lock-waiting statement;
+# each more lets more runs take CPU from the serving loop (docs/benchmarks.md, chat load).
+OPENCOMPANY_RUN_DB_THREADS = _env_int("OPENCOMPANY_RUN_DB_THREADS", 2)
+# How much lower the run loop's threads run than the serving loop (a nice increment; 0 keeps them equal).
+OPENCOMPANY_RUN_THREAD_NICE = _env_int("OPENCOMPANY_RUN_THREAD_NICE", 10)
 # Keep the hand-written hot statements (append, send) prepared per connection; turn off behind a
 # pooler that cannot keep prepared statements (opencompany/core/db.py).
 OPENCOMPANY_DB_PREPARE = _env_bool("OPENCOMPANY_DB_PREPARE", True)

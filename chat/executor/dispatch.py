@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import os
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,51 @@ _run_loop_lock = threading.Lock()
 _tasks: set[Any] = set()
 
 
+def _lowered_priority() -> int | None:
+    """The niceness for the run loop's threads: the creating (serving) thread's plus
+    `OPENCOMPANY_RUN_THREAD_NICE`; None where threads have no priority of their own to set."""
+    nice = int(settings.OPENCOMPANY_RUN_THREAD_NICE)
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return None
+    return min(19, os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) + nice)
+
+
+def _set_thread_priority(niceness: int | None) -> None:
+    """Give the calling thread `niceness` (Linux keeps one per thread).
+
+    Threads share the interpreter lock, so on a saturated CPU every runnable run thread takes turns with
+    the serving loop; at a lower OS priority the serving loop wins those turns and keeps admitting sends
+    and delivering deltas on time, and the runs absorb the slowdown."""
+    if niceness is None:
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+    except OSError:
+        logger.warning("could not lower the run loop's thread priority")
+
+
+def _run_forever(loop: asyncio.AbstractEventLoop, niceness: int | None) -> None:
+    _set_thread_priority(niceness)
+    loop.run_forever()
+
+
+def new_run_loop() -> asyncio.AbstractEventLoop:
+    """A run loop running in its own daemon thread, with `OPENCOMPANY_RUN_DB_THREADS` database threads,
+    all at a lower priority than the thread that made it."""
+    niceness = _lowered_priority()
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(
+        ThreadPoolExecutor(
+            max_workers=int(settings.OPENCOMPANY_RUN_DB_THREADS),
+            thread_name_prefix="chat-runs-db",
+            initializer=_set_thread_priority,
+            initargs=(niceness,),
+        )
+    )
+    threading.Thread(target=_run_forever, args=(loop, niceness), name="chat-runs", daemon=True).start()
+    return loop
+
+
 def _dedicated_run_loop() -> asyncio.AbstractEventLoop:
     """The process's run loop: an event loop in a daemon thread with its own database threads.
 
@@ -36,13 +82,7 @@ def _dedicated_run_loop() -> asyncio.AbstractEventLoop:
     global _run_loop
     with _run_loop_lock:
         if _run_loop is None or _run_loop.is_closed():
-            loop = asyncio.new_event_loop()
-            workers = int(settings.OPENCOMPANY_RUN_DB_THREADS)
-            loop.set_default_executor(
-                ThreadPoolExecutor(max_workers=workers, thread_name_prefix="chat-runs-db")
-            )
-            threading.Thread(target=loop.run_forever, name="chat-runs", daemon=True).start()
-            _run_loop = loop
+            _run_loop = new_run_loop()
         return _run_loop
 
 
