@@ -183,14 +183,13 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * CLOCK_TICK_S
 
 
-def machine_cpu() -> tuple[float, float, float]:
-    """(busy, total, niced) CPU seconds of the whole machine so far, from /proc/stat. Busy leaves out
-    niced processes (background jobs that yield to the bench); niced reports them apart."""
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, from /proc/stat."""
     with open("/proc/stat") as f:
         values = [int(v) for v in f.readline().split()[1:]]
     idle = values[3] + values[4]
     total = sum(values[:8])
-    return (total - idle - values[1]) * CLOCK_TICK_S, total * CLOCK_TICK_S, values[1] * CLOCK_TICK_S
+    return (total - idle) * CLOCK_TICK_S, total * CLOCK_TICK_S
 
 
 # --- the websocket client ------------------------------------------------------------------------

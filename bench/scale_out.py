@@ -103,8 +103,8 @@ class Level:
     published: float = 0.0
     delivered: float = 0.0
     redis_ms: float = 0.0
-    busy: float = 0.0  # share of the machine's CPU in use, niced processes left out
-    niced: float = 0.0  # share taken by niced processes
+    busy: float = 0.0  # share of the machine's CPU in use
+    outside: float = 0.0  # share of it used by processes outside the bench (not servers, workers, PostgreSQL, Redis, client)
     connections: int = 0  # PostgreSQL backends of the bench database at the window's end
     stalled: int = 0  # chats that finished no run in the whole level
 
@@ -214,7 +214,7 @@ def redis_cpu_s() -> float:
 
 async def snapshot(deployment: Deployment) -> dict[str, Any]:
     counts = await deployment.counts()
-    busy, total, niced = livechat.machine_cpu()
+    busy, total = livechat.machine_cpu()
     return {
         "at": time.perf_counter(),
         "cpu": deployment.cpu_s(),
@@ -222,7 +222,6 @@ async def snapshot(deployment: Deployment) -> dict[str, Any]:
         "client": sum(os.times()[:2]),
         "redis": await asyncio.to_thread(redis_cpu_s),
         "busy": busy,
-        "niced": niced,
         "total": total,
         **counts,
     }
@@ -344,7 +343,8 @@ async def run_level(
     level.redis_ms = (last["redis"] - first["redis"]) * 1000 / per_run
     span = max(1e-9, last["total"] - first["total"])
     level.busy = (last["busy"] - first["busy"]) / span
-    level.niced = (last["niced"] - first["niced"]) / span
+    own_s = (level.cpu_ms + level.pg_ms + level.client_ms + level.redis_ms) * per_run / 1000
+    level.outside = max(0.0, level.busy - own_s / span)
     level.connections = len(last["pg"])
     return level
 
@@ -408,7 +408,7 @@ def _print_level(label: str, lv: Level) -> None:
         f"{pct(lv.started, 50):6.1f}/{pct(lv.started, 95):7.1f} ms  delta p95 {pct(lv.delta, 95):6.1f} ms  "
         f"answer p95 {pct(lv.answer, 95):6.0f} ms ({pct(lv.slowdown, 95):4.1f}x lone)  "
         f"cpu {lv.cpu_ms:5.1f} ms/run  pg {lv.pg_ms:5.1f}  stmts {lv.statements:5.1f}  frames "
-        f"{lv.published:5.1f}  conns {lv.connections:3d}  client {lv.client_ms:5.1f}  redis {lv.redis_ms:4.1f}  busy {lv.busy:4.0%} (+{lv.niced:.0%} niced)  errors {lv.errors}  broken {lv.broken}  stalled {lv.stalled}"
+        f"{lv.published:5.1f}  conns {lv.connections:3d}  client {lv.client_ms:5.1f}  redis {lv.redis_ms:4.1f}  busy {lv.busy:4.0%} (outside {lv.outside:.0%})  errors {lv.errors}  broken {lv.broken}  stalled {lv.stalled}"
         + ("  HELD" if lv.held else "  missed")
         + (f"  {sorted(set(lv.exceptions))[:4]}" if lv.exceptions else ""),
         flush=True,
@@ -486,7 +486,7 @@ def report(results: list[tuple[str, int, list[Level]]]) -> None:
     print(
         "| mode | processes | chats held | runs/s | send→started p50 ms | p95 ms | delta p95 ms | answer p95 ms | CPU ms/run "
         "| PostgreSQL CPU ms/run | client CPU ms/run | Redis CPU ms/run | statements/run | layer msgs/run "
-        "| PostgreSQL connections | machine busy (niced apart) | chats vs N = 1 |"
+        "| PostgreSQL connections | machine busy (outside the bench) | chats vs N = 1 |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     base: dict[str, int] = {}
@@ -501,7 +501,7 @@ def report(results: list[tuple[str, int, list[Level]]]) -> None:
             f"| {mode} | {procs} | {top.chats} | {top.runs_per_s:.1f} | {pct(top.started, 50):.1f} | "
             f"{pct(top.started, 95):.1f} | {pct(top.delta, 95):.1f} | {pct(top.answer, 95):.0f} ({pct(top.slowdown, 95):.1f}x lone) | {top.cpu_ms:.1f} | {top.pg_ms:.1f} | "
             f"{top.client_ms:.1f} | {top.redis_ms:.1f} | {top.statements:.1f} | {top.published:.1f} | {top.connections} | "
-            f"{top.busy:.0%} (+{top.niced:.0%}) | "
+            f"{top.busy:.0%} ({top.outside:.0%}) | "
             f"{top.chats / base[mode]:.2f}x |"
         )
     checked = sum(lv.check.get("checked", 0) for _, _, levels in results for lv in levels)
