@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from chat.models import ChatThread
 from opencompany.core.api import column_bounds
+from opencompany.core.pagination import cursor_field, page_serializer
 
 _REVISION = column_bounds(ChatThread._meta.get_field("revision"), min_value=0)
 
@@ -84,7 +85,7 @@ class MessageOutput(serializers.Serializer):
     run_id = serializers.CharField(allow_null=True)
     run_state = serializers.CharField(allow_null=True)
     error = ErrorOutput(allow_null=True)
-    created_at = serializers.CharField()
+    created_at = serializers.DateTimeField()
     client_message_id = serializers.CharField(allow_null=True)
     feedback = serializers.CharField(allow_null=True)
     versions = VersionsOutput()
@@ -100,9 +101,9 @@ class RunOutput(serializers.Serializer):
     reply_message_id = serializers.CharField()
     parent_run_id = serializers.CharField(allow_null=True)
     error = ErrorOutput(allow_null=True)
-    created_at = serializers.CharField(allow_null=True)
-    started_at = serializers.CharField(allow_null=True)
-    finished_at = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
     last_seq = serializers.IntegerField()
 
 
@@ -162,7 +163,7 @@ class ChatArchiveOutput(serializers.Serializer):
 
 
 class ChatListQueryInput(serializers.Serializer):
-    cursor = serializers.CharField(required=False, max_length=2000)
+    cursor = cursor_field()
     limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
 
 
@@ -172,14 +173,12 @@ class ChatOutput(serializers.Serializer):
     titled = serializers.BooleanField(help_text="False when the title is taken from the first message.")
     current = serializers.BooleanField(help_text="The chat new messages go to; the others are archived.")
     message_count = serializers.IntegerField(help_text="Every stored message, versions included.")
-    created_at = serializers.CharField()
-    updated_at = serializers.CharField()
-    archived_at = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    archived_at = serializers.DateTimeField(allow_null=True)
 
 
-class ChatListOutput(serializers.Serializer):
-    results = ChatOutput(many=True)
-    next = serializers.CharField(allow_null=True)
+ChatListOutput = page_serializer("ChatPage", ChatOutput)
 
 
 class ChatTranscriptOutput(serializers.Serializer):

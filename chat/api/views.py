@@ -31,7 +31,7 @@ from graphs.models import Workflow
 from graphs.selectors import workflow_for_owner
 from opencompany.core.api import ScopedSettingsThrottle
 from opencompany.core.errors import not_found
-from opencompany.core.pagination import NewestFirst
+from opencompany.core.pagination import NewestFirst, page_body
 
 _TAG = ["chat"]
 _MESSAGE_ID = OpenApiParameter("message_id", str, OpenApiParameter.PATH, description="A chat message id.")
@@ -76,7 +76,7 @@ class ChatThreadView(APIView):
 
     @extend_schema(
         tags=_TAG,
-        responses=s.ChatArchiveOutput,
+        responses={204: None},
         operation_id="chat_clear",
         summary="New chat: archive the current chat (kept, read-only) and clear the agents' minds",
         description=(
@@ -88,7 +88,8 @@ class ChatThreadView(APIView):
     )
     def delete(self, request: Request, workflow_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
-        return Response(s.ChatArchiveOutput(services.chat_archive(workflow=workflow)).data)
+        services.chat_archive(workflow=workflow)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class ChatArchiveView(APIView):
@@ -126,8 +127,9 @@ class ChatListView(APIView):
             cursor=query.validated_data.get("cursor"),
             size=query.validated_data["limit"],
         )
-        body = {"results": [render_chat(t) for t in page.rows], "next": page.next_cursor}
-        return Response(s.ChatListOutput(body).data)
+        return Response(
+            s.ChatListOutput(page_body([render_chat(t) for t in page.rows], page.next_cursor)).data
+        )
 
 
 class ChatDetailView(APIView):

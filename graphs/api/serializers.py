@@ -5,6 +5,7 @@ from rest_framework import serializers
 from graphs.constants import AGENT_NODE_TYPE, WORKFLOW_NAME_MAX
 from graphs.models import Workflow
 from opencompany.core.api import column_bounds
+from opencompany.core.pagination import cursor_field, page_serializer
 
 
 class GraphField(serializers.JSONField):
@@ -77,9 +78,12 @@ class WorkflowSerializer(WorkflowSummarySerializer):
     context_archives_pending = serializers.IntegerField()
 
 
-class WorkflowListSerializer(serializers.Serializer):
-    results = WorkflowSummarySerializer(many=True)
-    next = serializers.CharField(allow_null=True)
+class WorkflowListQuery(serializers.Serializer):
+    cursor = cursor_field()
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
+
+
+WorkflowListSerializer = page_serializer("WorkflowPage", WorkflowSummarySerializer)
 
 
 class DeploySerializer(serializers.Serializer):

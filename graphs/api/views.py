@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -23,12 +23,10 @@ from graphs.selectors import (
 )
 from graphs.specs import node_specs_payload
 from graphs.validate import validate_workflow
-from opencompany.core.pagination import NewestFirst
+from opencompany.core.pagination import NewestFirst, page_body
 
 if TYPE_CHECKING:
     from graphs.selectors import WorkflowWithState
-
-PAGE_SIZE = 50
 
 
 def _summary(workflow: Workflow, *, generation: int, state: str) -> dict[str, Any]:
@@ -72,18 +70,20 @@ class NodeSpecsView(APIView):
 
 class WorkflowListView(APIView):
     @extend_schema(
-        parameters=[OpenApiParameter("cursor", str, required=False)],
+        parameters=[s.WorkflowListQuery],
         responses=s.WorkflowListSerializer,
         operation_id="workflows_list",
         summary="The signed-in owner's workflows (newest first, cursor-paginated)",
     )
     def get(self, request: Request) -> Response:
+        query = s.WorkflowListQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
         page = NewestFirst(salt="workflows", bound_to=request.user.pk).page(
             workflows_with_state(queryset=workflows_of(owner=request.user)),
-            cursor=request.query_params.get("cursor"),
-            size=PAGE_SIZE,
+            cursor=query.validated_data.get("cursor"),
+            size=query.validated_data["limit"],
         )
-        return Response({"results": [_list_summary(w) for w in page.rows], "next": page.next_cursor})
+        return Response(page_body([_list_summary(w) for w in page.rows], page.next_cursor))
 
     @extend_schema(
         request=s.WorkflowCreateInput, responses={201: s.WorkflowSerializer}, summary="Create a workflow"

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from memory import fields as f
 from opencompany.core.api import column_bounds
+from opencompany.core.pagination import page_serializer
 
 _VERSION = column_bounds(f.VERSION_COLUMN, min_value=1)
 
@@ -89,9 +90,9 @@ class MemoryItemOutput(serializers.Serializer):
     category = serializers.CharField(allow_null=True)
     tags = serializers.ListField(child=serializers.CharField())
     version = serializers.IntegerField()
-    expires_at = serializers.CharField(allow_null=True)
-    created_at = serializers.CharField()
-    updated_at = serializers.CharField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
     created_by = serializers.CharField()
     updated_by = serializers.CharField()
     indexing_state = serializers.CharField()
@@ -117,11 +118,12 @@ class RecallItemOutput(MemoryItemOutput):
     highlight = serializers.ListField(child=serializers.CharField(), required=False)
 
 
-class PageOutput(serializers.Serializer):
-    results = RecallItemOutput(many=True)
-    next_cursor = serializers.CharField(allow_null=True)
-    retrieval = serializers.CharField()
-    degraded = serializers.CharField(allow_null=True)
+PageOutput = page_serializer(
+    "MemoryPage",
+    RecallItemOutput,
+    retrieval=serializers.CharField(),
+    degraded=serializers.CharField(allow_null=True),
+)
 
 
 class RevisionOutput(serializers.Serializer):
@@ -134,14 +136,12 @@ class RevisionOutput(serializers.Serializer):
     )
     category = serializers.CharField(allow_null=True)
     tags = serializers.ListField(child=serializers.CharField())
-    expires_at = serializers.CharField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
     actor = serializers.CharField()
-    created_at = serializers.CharField()
+    created_at = serializers.DateTimeField()
 
 
-class RevisionPageOutput(serializers.Serializer):
-    results = RevisionOutput(many=True)
-    next_cursor = serializers.CharField(allow_null=True)
+RevisionPageOutput = page_serializer("RevisionPage", RevisionOutput)
 
 
 class ClearOutput(serializers.Serializer):

@@ -20,6 +20,7 @@ from memory.errors import invalid_field
 from memory.fields import OPERATION_ID_MAX
 from memory.scope import MemoryScope, memory_scope
 from opencompany.core.api import ScopedSettingsThrottle
+from opencompany.core.pagination import page_body
 
 
 class MemoryWriteThrottle(ScopedSettingsThrottle):
@@ -86,8 +87,7 @@ class MemoryItemsView(MemoryView):
             page = selectors.memory_list(**common)
         return Response(
             {
-                "results": page.items,
-                "next_cursor": page.next_cursor,
+                **page_body(page.items, page.next_cursor),
                 "retrieval": page.retrieval,
                 "degraded": page.degraded,
             }
@@ -141,20 +141,20 @@ class MemoryItemView(MemoryView):
 
     @extend_schema(
         parameters=[s.ForgetQuery, OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
-        responses=s.MutationOutput,
+        responses={204: None},
     )
     def delete(self, request: Request, workflow_id: str, memory_node_id: str, memory_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
         params = s.ForgetQuery(data=request.query_params)
         params.is_valid(raise_exception=True)
-        result = services.memory_forget(
+        services.memory_forget(
             scope=scope,
             memory_id=memory_id,
             expected_version=params.validated_data["expected_version"],
             actor=self.actor(request),
             operation_id=self.operation_id(request),
         )
-        return Response(result.as_dict())
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MemoryRevisionsView(MemoryView):
@@ -169,7 +169,7 @@ class MemoryRevisionsView(MemoryView):
             limit=params.validated_data.get("limit"),
             cursor=params.validated_data.get("cursor") or None,
         )
-        return Response(page)
+        return Response(page_body(page["results"], page["next_cursor"]))
 
 
 class MemoryClearView(MemoryView):
