@@ -57,4 +57,8 @@ def test_an_agent_that_never_ran_has_an_empty_conversation(api_client, workflow)
     response = api_client.get(f"/api/v1/workflows/{workflow.pk}/conversations/{node_id(workflow, 'aiAgent')}")
 
     assert response.status_code == 200
-    assert (response.json()["length"], response.json()["results"], response.json()["has_more"]) == (0, [], False)
+    assert (response.json()["length"], response.json()["results"], response.json()["has_more"]) == (
+        0,
+        [],
+        False,
+    )

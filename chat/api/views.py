@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chat import services
+from chat import errors, services
 from chat.api import serializers as s
 from chat.models import ChatRun
 from chat.selectors import (
@@ -31,12 +31,28 @@ from graphs.models import Workflow
 from graphs.selectors import workflow_for_owner
 from opencompany.core.api import ScopedSettingsThrottle
 from opencompany.core.errors import not_found
+from opencompany.core.openapi import api_errors_of
 from opencompany.core.pagination import NewestFirst, page_body
 
 _TAG = ["chat"]
 _MESSAGE_ID = OpenApiParameter("message_id", str, OpenApiParameter.PATH, description="A chat message id.")
 _CHAT_ID = OpenApiParameter("chat_id", int, OpenApiParameter.PATH, description="A chat id (from the list).")
 _RUN_ID = OpenApiParameter("run_id", str, OpenApiParameter.PATH, description="A chat run id.")
+
+
+# What admitting a run can be refused with, and what a move on the chat's branches adds.
+_ADMISSION = (
+    errors.MESSAGE_TOO_LONG,
+    errors.NOT_RUNNING,
+    errors.IDEMPOTENCY_KEY_REUSED,
+    errors.REVISION_CONFLICT,
+    errors.RUN_IN_PROGRESS,
+)
+_BRANCHES = (errors.NOT_EDITABLE, errors.OLDER_GENERATION, errors.CANNOT_REWIND, errors.BRANCH_UNAVAILABLE)
+
+
+def _refuses(*codes: str) -> Any:
+    return api_errors_of(errors.STATUS, *codes)
 
 
 class ChatSendThrottle(ScopedSettingsThrottle):
@@ -170,6 +186,7 @@ class ChatPurgeView(APIView):
         operation_id="chats_purge",
         summary="Delete an archived chat for good (`{confirm: true}`); the current chat is refused",
     )
+    @_refuses(errors.CHAT_NOT_ARCHIVED)
     def post(self, request: Request, workflow_id: str, chat_id: int) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.PurgeInput(data=request.data)
@@ -191,6 +208,7 @@ class ChatSendView(APIView):
         operation_id="chat_send",
         summary="Send the owner's message; the agent answers in a run",
     )
+    @_refuses(*_ADMISSION)
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.SendInput(data=request.data)
@@ -212,6 +230,7 @@ class ChatEditView(APIView):
         operation_id="chat_edit",
         summary="Add an edited version of an owner message and answer it",
     )
+    @_refuses(*_ADMISSION, *_BRANCHES)
     def post(self, request: Request, workflow_id: str, message_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.EditInput(data=request.data)
@@ -233,6 +252,7 @@ class ChatRetryView(APIView):
         operation_id="chat_retry",
         summary="Answer the last question again beside the old answer",
     )
+    @_refuses(*_ADMISSION, *_BRANCHES)
     def post(self, request: Request, workflow_id: str, message_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.RetryInput(data=request.data)
@@ -269,6 +289,7 @@ class ChatSwitchView(APIView):
         operation_id="chat_switch",
         summary="Show another version of a message (moves the active path; starts no run)",
     )
+    @_refuses(errors.REVISION_CONFLICT, errors.RUN_IN_PROGRESS, *_BRANCHES)
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.SwitchInput(data=request.data)
@@ -306,6 +327,7 @@ class ChatStopView(APIView):
         operation_id="chat_stop",
         summary="Stop a run (queued → stopped at once; running → stopping)",
     )
+    @_refuses(errors.NOT_STOPPABLE)
     def post(self, request: Request, workflow_id: str, run_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         return Response(s.RunOutput(render_run(services.chat_stop(workflow=workflow, run_id=run_id))).data)

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from conversations import errors
 from conversations.api import serializers as s
 from conversations.selectors import (
     conversation_fidelity,
@@ -26,6 +27,7 @@ from conversations.types import ConversationKey
 from graphs.models import Workflow
 from graphs.selectors import agent_node_known, current_generation, workflow_for_owner
 from opencompany.core.errors import invalid, not_found
+from opencompany.core.openapi import api_errors_of
 from opencompany.core.pagination import Ascending, NewestFirst, page_body
 
 # The cursor holds the last seq returned.
@@ -107,6 +109,7 @@ class ConversationDetailView(APIView):
         responses={204: None},
         summary="Clear (archive) a conversation",
     )
+    @api_errors_of(errors.STATUS, errors.CONVERSATION_LOAD_FAILED)
     def delete(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         query = s.GenerationQueryInput(data=request.query_params)
@@ -153,6 +156,7 @@ class RequestDetailView(APIView):
         operation_id="conversation_request_retrieve",
         summary="What the agent saw on one request: its record and the messages it sent",
     )
+    @api_errors_of(errors.STATUS, errors.CONVERSATION_LOAD_FAILED)
     def get(self, request: Request, workflow_id: str, agent_node_id: str, request_id: int) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         query = s.GenerationQueryInput(data=request.query_params)

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from graphs import services
+from graphs import errors, services
 from graphs.api import serializers as s
 from graphs.models import Workflow
 from graphs.selectors import (
@@ -23,6 +23,7 @@ from graphs.selectors import (
 )
 from graphs.specs import node_specs_payload
 from graphs.validate import validate_workflow
+from opencompany.core.openapi import api_errors
 from opencompany.core.pagination import NewestFirst, page_body
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ class WorkflowListView(APIView):
     @extend_schema(
         request=s.WorkflowCreateInput, responses={201: s.WorkflowSerializer}, summary="Create a workflow"
     )
+    @api_errors({400: [*errors.GRAPH_INPUT_CODES, *errors.GRAPH_TOPOLOGY_CODES]})
     def post(self, request: Request) -> Response:
         data = s.WorkflowCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -105,6 +107,9 @@ class WorkflowDetailView(APIView):
 
     @extend_schema(
         request=s.WorkflowSaveInput, responses=s.WorkflowSerializer, summary="Save a workflow's graph"
+    )
+    @api_errors(
+        {400: [*errors.GRAPH_INPUT_CODES, *errors.GRAPH_TOPOLOGY_CODES], 409: [errors.REVISION_CONFLICT]}
     )
     def put(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
@@ -129,6 +134,7 @@ class WorkflowValidateView(APIView):
     @extend_schema(
         request=s.ValidateInput, responses=s.ValidationReportSerializer, summary="Validate a graph"
     )
+    @api_errors({400: errors.GRAPH_INPUT_CODES})
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         data = s.ValidateInput(data=request.data)
@@ -140,6 +146,7 @@ class WorkflowValidateView(APIView):
 
 class WorkflowDeployView(APIView):
     @extend_schema(request=None, responses=s.DeploySerializer, summary="Deploy (admits a generation)")
+    @api_errors({400: [*errors.GRAPH_INPUT_CODES, errors.VALIDATION_FAILED]})
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         deployment = services.workflow_deploy(workflow=workflow, actor=request.user)
@@ -163,6 +170,7 @@ class WorkflowResetView(APIView):
 
 class WorkflowImportView(APIView):
     @extend_schema(request=s.ImportInput, responses={201: s.WorkflowSerializer}, summary="Import a graph")
+    @api_errors({400: [*errors.GRAPH_INPUT_CODES, errors.VALIDATION_FAILED]})
     def post(self, request: Request) -> Response:
         data = s.ImportInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -174,6 +182,7 @@ class WorkflowImportView(APIView):
 
 class WorkflowExportView(APIView):
     @extend_schema(responses=s.ExportSerializer, summary="Export a sanitized graph")
+    @api_errors({400: errors.GRAPH_INPUT_CODES})
     def get(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         return Response(services.workflow_export(workflow=workflow))
@@ -183,6 +192,7 @@ class SubagentView(APIView):
     @extend_schema(
         request=s.SubagentInput, responses={201: s.SubagentOutput}, summary="Add a subagent with its Context"
     )
+    @api_errors({400: [*errors.GRAPH_INPUT_CODES, errors.NOT_A_TEAM_LEAD, errors.INVALID_SUBAGENT_TYPE]})
     def post(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         data = s.SubagentInput(data=request.data)

@@ -14,12 +14,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from graphs.selectors import workflow_for_owner
-from memory import selectors, services
+from memory import errors, selectors, services
 from memory.api import serializers as s
 from memory.errors import invalid_field
 from memory.fields import OPERATION_ID_MAX
 from memory.scope import MemoryScope, memory_scope
 from opencompany.core.api import ScopedSettingsThrottle
+from opencompany.core.openapi import api_errors
 from opencompany.core.pagination import page_body
 
 
@@ -98,6 +99,7 @@ class MemoryItemsView(MemoryView):
         responses={201: s.MutationOutput, 200: s.MutationOutput},
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
+    @api_errors({409: [errors.IDEMPOTENCY_KEY_REUSED, errors.MEMORY_QUOTA_EXCEEDED]})
     def post(self, request: Request, workflow_id: str, memory_node_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
         body = s.RememberInput(data=request.data)
@@ -123,6 +125,7 @@ class MemoryItemView(MemoryView):
         responses=s.MutationOutput,
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
+    @api_errors({409: [errors.VERSION_CONFLICT, errors.IDEMPOTENCY_KEY_REUSED]})
     def patch(self, request: Request, workflow_id: str, memory_node_id: str, memory_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
         body = s.UpdateInput(data=request.data)
@@ -143,6 +146,7 @@ class MemoryItemView(MemoryView):
         parameters=[s.ForgetQuery, OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
         responses={204: None},
     )
+    @api_errors({409: [errors.VERSION_CONFLICT, errors.IDEMPOTENCY_KEY_REUSED]})
     def delete(self, request: Request, workflow_id: str, memory_node_id: str, memory_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
         params = s.ForgetQuery(data=request.query_params)
@@ -178,6 +182,7 @@ class MemoryClearView(MemoryView):
         responses=s.ClearOutput,
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
     )
+    @api_errors({409: [errors.IDEMPOTENCY_KEY_REUSED]})
     def post(self, request: Request, workflow_id: str, memory_node_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
         body = s.ClearInput(data=request.data)

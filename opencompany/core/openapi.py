@@ -52,6 +52,14 @@ def api_errors(codes: Mapping[int, Iterable[str]]) -> Callable[[Handler], Handle
     return mark
 
 
+def api_errors_of(statuses: Mapping[str, int], *codes: str) -> Callable[[Handler], Handler]:
+    """`api_errors` for codes whose statuses an app keeps in one table (`chat.errors.STATUS`)."""
+    grouped: dict[int, list[str]] = {}
+    for code in codes:
+        grouped.setdefault(statuses.get(code, 400), []).append(code)
+    return api_errors(grouped)
+
+
 def declared_errors(view: Any, method: str) -> dict[int, set[str]]:
     handler = getattr(view, method.lower(), None)
     return {status: set(names) for status, names in getattr(handler, _API_ERRORS, {}).items()}

@@ -22,6 +22,9 @@ from rest_framework.views import APIView
 from opencompany.core import logins, tokens
 from opencompany.core.api import ScopedSettingsThrottle
 from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, invalid, render_error
+from opencompany.core.openapi import api_errors
+
+INVALID_CREDENTIALS = "invalid_credentials"
 
 
 class AuthTokenInput(serializers.Serializer):
@@ -51,6 +54,7 @@ class AuthTokenView(APIView):
             "AuthTokenOutput", {"token": serializers.CharField(), "expires_at": serializers.DateTimeField()}
         ),
     )
+    @api_errors({401: [INVALID_CREDENTIALS]})
     def post(self, request: Request) -> Response:
         data = AuthTokenInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -61,7 +65,7 @@ class AuthTokenView(APIView):
         user = authenticate(request._request, username=username, password=data.validated_data["password"])
         if user is None or not user.is_active:
             # The failure was counted by `authenticate` (its `user_login_failed` signal).
-            raise ApplicationError("invalid_credentials", "Wrong username or password.", status=401)
+            raise ApplicationError(INVALID_CREDENTIALS, "Wrong username or password.", status=401)
         logins.login_succeeded(request=request, username=username)
         token, expires_at = tokens.token_issue(user=user)
         return Response({"token": token, "expires_at": expires_at})

@@ -219,7 +219,7 @@ def test_chats_are_listed_newest_first_with_title_date_and_count(api_client, wor
         (second.pk, "Second chat", False, True, 4),
         (first.pk, "First chat question", False, False, 2),
     ]
-    assert body["results"][1]["archived_at"] == first.archived_at.isoformat()
+    assert body["results"][1]["archived_at"] == first.archived_at.isoformat().replace("+00:00", "Z")
     assert body["results"][0]["archived_at"] is None
 
 

@@ -72,8 +72,12 @@ def test_read_paginates_messages_by_seq(api_client, workflow, key):
     conversation_append(key=key, messages=turns(5), expected_length=0)
 
     first = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2}).json()
-    second = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2, "cursor": first["next_cursor"]}).json()
-    third = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2, "cursor": second["next_cursor"]}).json()
+    second = api_client.get(
+        _url(workflow, key.agent_node_id), {"limit": 2, "cursor": first["next_cursor"]}
+    ).json()
+    third = api_client.get(
+        _url(workflow, key.agent_node_id), {"limit": 2, "cursor": second["next_cursor"]}
+    ).json()
 
     assert [m["seq"] for m in first["results"]] == [0, 1]
     assert first["has_more"] is True
