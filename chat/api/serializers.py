@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from chat.models import ChatThread
-from opencompany.core.api import column_bounds
+from opencompany.core.api import ConfirmField, JSONInput, column_bounds
 from opencompany.core.pagination import cursor_field, page_serializer
 
 _REVISION = column_bounds(ChatThread._meta.get_field("revision"), min_value=0)
@@ -33,7 +33,7 @@ class StrictIntegerField(serializers.IntegerField):
 
 # Text limits (blank, 50,000 characters) are the service's, so the API and the websocket refuse
 # with the same codes (`invalid_request`, `message_too_long`).
-class SendInput(serializers.Serializer):
+class SendInput(JSONInput):
     text = StrictCharField(trim_whitespace=False, allow_blank=True)
     client_message_id = StrictCharField(
         required=False, allow_null=True, allow_blank=True, trim_whitespace=False
@@ -45,16 +45,16 @@ class EditInput(SendInput):
     pass
 
 
-class RetryInput(serializers.Serializer):
+class RetryInput(JSONInput):
     expected_revision = StrictIntegerField(required=False, allow_null=True, **_REVISION)
 
 
-class SwitchInput(serializers.Serializer):
+class SwitchInput(JSONInput):
     message_id = StrictCharField(max_length=64)
     expected_revision = StrictIntegerField(required=False, allow_null=True, **_REVISION)
 
 
-class FeedbackInput(serializers.Serializer):
+class FeedbackInput(JSONInput):
     value = serializers.ChoiceField(choices=["up", "down"], allow_null=True)
 
 
@@ -186,17 +186,12 @@ class ChatTranscriptOutput(serializers.Serializer):
     path = MessageOutput(many=True)
 
 
-class RenameInput(serializers.Serializer):
+class RenameInput(JSONInput):
     title = StrictCharField(allow_blank=True, trim_whitespace=False)
 
 
-class PurgeInput(serializers.Serializer):
-    confirm = serializers.BooleanField()
-
-    def validate_confirm(self, value: bool) -> bool:
-        if value is not True:
-            raise serializers.ValidationError("Send true to delete this chat for good.")
-        return value
+class PurgeInput(JSONInput):
+    confirm = ConfirmField(message="Send true to delete this chat for good.")
 
 
 class PurgeOutput(serializers.Serializer):

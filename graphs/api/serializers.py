@@ -1,13 +1,26 @@
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from graphs.constants import AGENT_NODE_TYPE, WORKFLOW_NAME_MAX
 from graphs.models import Workflow
-from opencompany.core.api import column_bounds
+from opencompany.core.api import ConfirmField, JSONInput, column_bounds
 from opencompany.core.pagination import cursor_field, page_serializer
 
 
+@extend_schema_field(
+    {
+        "type": "object",
+        "description": "A graph `{graphVersion, nodes, edges}`; the normalizer checks each node and edge.",
+        "properties": {
+            "graphVersion": {"type": "integer"},
+            "nodes": {"type": "array", "items": {"type": "object", "additionalProperties": {}}},
+            "edges": {"type": "array", "items": {"type": "object", "additionalProperties": {}}},
+        },
+        "additionalProperties": {},
+    }
+)
 class GraphField(serializers.JSONField):
     """A graph object `{graphVersion, nodes, edges}`; shape is checked by the normalizer."""
 
@@ -21,12 +34,12 @@ class GraphField(serializers.JSONField):
         return value
 
 
-class WorkflowCreateInput(serializers.Serializer):
+class WorkflowCreateInput(JSONInput):
     name = serializers.CharField(max_length=WORKFLOW_NAME_MAX)
     graph = GraphField(required=False)
 
 
-class WorkflowSaveInput(serializers.Serializer):
+class WorkflowSaveInput(JSONInput):
     name = serializers.CharField(max_length=WORKFLOW_NAME_MAX, required=False)
     graph = GraphField()
     expected_revision = serializers.IntegerField(
@@ -34,16 +47,16 @@ class WorkflowSaveInput(serializers.Serializer):
     )
 
 
-class ValidateInput(serializers.Serializer):
+class ValidateInput(JSONInput):
     graph = GraphField(required=False)
 
 
-class ImportInput(serializers.Serializer):
+class ImportInput(JSONInput):
     name = serializers.CharField(max_length=WORKFLOW_NAME_MAX)
     graph = GraphField()
 
 
-class SubagentInput(serializers.Serializer):
+class SubagentInput(JSONInput):
     type = serializers.CharField(max_length=64, required=False, default=AGENT_NODE_TYPE)
     label = serializers.CharField(max_length=200, required=False, allow_blank=True)  # type: ignore[assignment]
 
@@ -113,13 +126,8 @@ class SubagentOutput(serializers.Serializer):
     revision = serializers.IntegerField()
 
 
-class EraseInput(serializers.Serializer):
-    confirm = serializers.BooleanField()
-
-    def validate_confirm(self, value: bool) -> bool:
-        if value is not True:
-            raise serializers.ValidationError("Send true to confirm erasing all your data.")
-        return value
+class EraseInput(JSONInput):
+    confirm = ConfirmField(message="Send true to confirm erasing all your data.")
 
 
 class EraseOutput(serializers.Serializer):

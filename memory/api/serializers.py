@@ -7,21 +7,16 @@ from typing import Any
 from rest_framework import serializers
 
 from memory import fields as f
-from opencompany.core.api import column_bounds
-from opencompany.core.pagination import page_serializer
+from opencompany.core.api import ConfirmField, JSONInput, column_bounds
+from opencompany.core.pagination import cursor_field, page_serializer
 
 _VERSION = column_bounds(f.VERSION_COLUMN, min_value=1)
 
 
-class StrictSerializer(serializers.Serializer):
+class StrictSerializer(JSONInput):
     """Refuses fields it does not declare, so a typo or a scope field never passes silently."""
 
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
+    refuse_unknown_fields = True
 
 
 def _tags(max_len: int) -> serializers.ListField:
@@ -62,7 +57,7 @@ class ListQuery(serializers.Serializer):
         max_length=f.QUERY_MAX, required=False, allow_blank=True, trim_whitespace=False
     )
     limit = serializers.IntegerField(min_value=1, max_value=f.LIMIT_MAX, required=False)
-    cursor = serializers.CharField(max_length=f.CURSOR_MAX, required=False, allow_blank=True)
+    cursor = cursor_field()
 
 
 class ForgetQuery(serializers.Serializer):
@@ -71,16 +66,11 @@ class ForgetQuery(serializers.Serializer):
 
 class PageQuery(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=f.LIMIT_MAX, required=False)
-    cursor = serializers.CharField(max_length=f.CURSOR_MAX, required=False, allow_blank=True)
+    cursor = cursor_field()
 
 
 class ClearInput(StrictSerializer):
-    confirm = serializers.BooleanField()
-
-    def validate_confirm(self, value: bool) -> bool:
-        if value is not True:
-            raise serializers.ValidationError("Send true to confirm clearing every item.")
-        return value
+    confirm = ConfirmField(message="Send true to confirm clearing every item.")
 
 
 class MemoryItemOutput(serializers.Serializer):

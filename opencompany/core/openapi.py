@@ -85,6 +85,12 @@ def envelope_schema() -> dict[str, Any]:
 class ErrorsAutoSchema(AutoSchema):
     """drf-spectacular's AutoSchema with every operation's error responses (see the module docstring)."""
 
+    def _map_basic_serializer(self, serializer: Any, direction: Any) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and getattr(serializer, "refuse_unknown_fields", False):
+            schema["additionalProperties"] = False
+        return schema
+
     def _has_auth(self) -> bool:
         permissions = getattr(self.view, "permission_classes", [])
         return not all(issubclass(p, AllowAny) for p in permissions)

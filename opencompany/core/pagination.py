@@ -23,7 +23,9 @@ from rest_framework import serializers
 from opencompany.core.errors import ApplicationError
 
 INVALID_CURSOR = "invalid_cursor"
-CURSOR_MAX = 2000
+# Cursors are `django.core.signing` tokens: URL-safe characters, far shorter than this.
+CURSOR_MAX = 1024
+CURSOR_PATTERN = r"^[A-Za-z0-9_:.\-]*$"
 
 
 def page_body(results: list[Any], next_cursor: str | None) -> dict[str, Any]:
@@ -44,12 +46,14 @@ def page_serializer(name: str, item: type[serializers.Serializer], **extra: seri
     return type(name, (serializers.Serializer,), fields)
 
 
-def cursor_field() -> serializers.CharField:
-    return serializers.CharField(
+def cursor_field() -> serializers.RegexField:
+    return serializers.RegexField(
+        CURSOR_PATTERN,
         required=False,
         allow_blank=True,
         max_length=CURSOR_MAX,
         help_text="The `next_cursor` of the previous page.",
+        error_messages={"invalid": "Not a cursor this API gave out."},
     )
 
 

@@ -20,14 +20,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from opencompany.core import logins, tokens
-from opencompany.core.api import ScopedSettingsThrottle
+from opencompany.core.api import JSONInput, ScopedSettingsThrottle
 from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, invalid, render_error
 from opencompany.core.openapi import api_errors
 
 INVALID_CREDENTIALS = "invalid_credentials"
 
 
-class AuthTokenInput(serializers.Serializer):
+class AuthTokenInput(JSONInput):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=4096, trim_whitespace=False)
 
@@ -71,7 +71,7 @@ class AuthTokenView(APIView):
         return Response({"token": token, "expires_at": expires_at})
 
 
-class RevokeTokenInput(serializers.Serializer):
+class RevokeTokenInput(JSONInput):
     all = serializers.BooleanField(default=False)
 
 
