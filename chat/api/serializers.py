@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from chat.models import ChatThread
-from opencompany.core.api import ConfirmField, JSONInput, column_bounds
+from chat.services._common import MAX_MESSAGE_CHARS
+from opencompany.core.api import ConfirmField, JSONInput, QueryInput, column_bounds
 from opencompany.core.pagination import cursor_field, page_serializer
 
 _REVISION = column_bounds(ChatThread._meta.get_field("revision"), min_value=0)
@@ -33,8 +35,21 @@ class StrictIntegerField(serializers.IntegerField):
 
 # Text limits (blank, 50,000 characters) are the service's, so the API and the websocket refuse
 # with the same codes (`invalid_request`, `message_too_long`).
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_MESSAGE_CHARS,
+        "pattern": r"\S",
+        "description": "Non-blank text (`message_too_long` past the limit).",
+    }
+)
+class MessageTextField(StrictCharField):
+    """The message text; blank and over-long texts are the service's refusals."""
+
+
 class SendInput(JSONInput):
-    text = StrictCharField(trim_whitespace=False, allow_blank=True)
+    text = MessageTextField(trim_whitespace=False)
     client_message_id = StrictCharField(
         required=False, allow_null=True, allow_blank=True, trim_whitespace=False
     )
@@ -58,7 +73,7 @@ class FeedbackInput(JSONInput):
     value = serializers.ChoiceField(choices=["up", "down"], allow_null=True)
 
 
-class HistoryQueryInput(serializers.Serializer):
+class HistoryQueryInput(QueryInput):
     before = serializers.CharField(required=False, max_length=64)
     limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
 
@@ -162,7 +177,7 @@ class ChatArchiveOutput(serializers.Serializer):
     conversations_archived = serializers.IntegerField()
 
 
-class ChatListQueryInput(serializers.Serializer):
+class ChatListQueryInput(QueryInput):
     cursor = cursor_field()
     limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
 

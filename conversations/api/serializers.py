@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from conversations.models import AgentConversation
-from opencompany.core.api import column_bounds
+from opencompany.core.api import QueryInput, column_bounds
 from opencompany.core.pagination import cursor_field, page_serializer
 from opencompany.llm.fidelity import turn_fidelity
 
@@ -21,7 +21,7 @@ def _generation() -> serializers.IntegerField:
     )
 
 
-class GenerationQueryInput(serializers.Serializer):
+class GenerationQueryInput(QueryInput):
     generation = _generation()
 
 
@@ -30,7 +30,7 @@ class ConversationQueryInput(GenerationQueryInput):
     limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
 
 
-class ConversationListQueryInput(serializers.Serializer):
+class ConversationListQueryInput(QueryInput):
     generation = serializers.IntegerField(
         required=False,
         help_text="Only this generation's conversations.",
@@ -134,7 +134,7 @@ class ConversationPageOutput(serializers.Serializer):
 ConversationListOutput = page_serializer("ConversationPage", ConversationRowOutput)
 
 
-class UsageQueryInput(serializers.Serializer):
+class UsageQueryInput(QueryInput):
     agent_node_id = serializers.CharField(required=False, max_length=255)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -32,8 +32,6 @@ from opencompany.core.pagination import Ascending, NewestFirst, page_body
 
 # The cursor holds the last seq returned.
 _CURSOR_SALT = "conversation-messages.after-seq"
-
-_GENERATION = OpenApiParameter("generation", int, description="Defaults to the current generation.")
 
 
 def _key(request: Request, workflow: Workflow, agent_node_id: str, generation: int | None) -> ConversationKey:
@@ -73,7 +71,7 @@ class ConversationListView(APIView):
 
 class ConversationDetailView(APIView):
     @extend_schema(
-        parameters=[s.ConversationQueryInput, _GENERATION],
+        parameters=[s.ConversationQueryInput],
         responses=s.ConversationPageOutput,
         summary="One conversation: messages by seq, cursor-paginated",
     )
@@ -125,7 +123,7 @@ _REQUESTS_SALT = "conversation-requests.before-id"
 
 class RequestListView(APIView):
     @extend_schema(
-        parameters=[s.ConversationQueryInput, _GENERATION],
+        parameters=[s.ConversationQueryInput],
         responses=s.RequestPageOutput,
         operation_id="conversation_requests_list",
         summary="The conversation's request records (one per provider call), newest first",

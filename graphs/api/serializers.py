@@ -5,7 +5,7 @@ from rest_framework import serializers
 
 from graphs.constants import AGENT_NODE_TYPE, WORKFLOW_NAME_MAX
 from graphs.models import Workflow
-from opencompany.core.api import ConfirmField, JSONInput, column_bounds
+from opencompany.core.api import ConfirmField, JSONInput, QueryInput, column_bounds
 from opencompany.core.pagination import cursor_field, page_serializer
 
 
@@ -28,9 +28,14 @@ class GraphField(serializers.JSONField):
         value = super().to_internal_value(data)
         if not isinstance(value, dict):
             raise serializers.ValidationError("Expected a graph object with 'nodes' and 'edges'.")
+        version = value.get("graphVersion", 0)
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise serializers.ValidationError("'graphVersion' must be an integer.")
         for key in ("nodes", "edges"):
             if key in value and not isinstance(value[key], list):
                 raise serializers.ValidationError(f"'{key}' must be a list.")
+            if key in value and not all(isinstance(item, dict) for item in value[key]):
+                raise serializers.ValidationError(f"Each of '{key}' must be an object.")
         return value
 
 
@@ -91,7 +96,7 @@ class WorkflowSerializer(WorkflowSummarySerializer):
     context_archives_pending = serializers.IntegerField()
 
 
-class WorkflowListQuery(serializers.Serializer):
+class WorkflowListQuery(QueryInput):
     cursor = cursor_field()
     limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
 

@@ -87,7 +87,10 @@ class WorkflowListView(APIView):
         return Response(page_body([_list_summary(w) for w in page.rows], page.next_cursor))
 
     @extend_schema(
-        request=s.WorkflowCreateInput, responses={201: s.WorkflowSerializer}, summary="Create a workflow"
+        request=s.WorkflowCreateInput,
+        responses={201: s.WorkflowSerializer},
+        summary="Create a workflow",
+        operation_id="workflows_create",
     )
     @api_errors({400: [*errors.GRAPH_INPUT_CODES, *errors.GRAPH_TOPOLOGY_CODES]})
     def post(self, request: Request) -> Response:
@@ -100,13 +103,20 @@ class WorkflowListView(APIView):
 
 
 class WorkflowDetailView(APIView):
-    @extend_schema(responses=s.WorkflowSerializer, summary="Get a workflow (drains pending Context archives)")
+    @extend_schema(
+        responses=s.WorkflowSerializer,
+        summary="Get a workflow (drains pending Context archives)",
+        operation_id="workflow_retrieve",
+    )
     def get(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         return Response(render_workflow(services.workflow_get(workflow=workflow)))
 
     @extend_schema(
-        request=s.WorkflowSaveInput, responses=s.WorkflowSerializer, summary="Save a workflow's graph"
+        request=s.WorkflowSaveInput,
+        responses=s.WorkflowSerializer,
+        summary="Save a workflow's graph",
+        operation_id="workflow_update",
     )
     @api_errors(
         {400: [*errors.GRAPH_INPUT_CODES, *errors.GRAPH_TOPOLOGY_CODES], 409: [errors.REVISION_CONFLICT]}
@@ -123,7 +133,11 @@ class WorkflowDetailView(APIView):
         )
         return Response(render_workflow(write))
 
-    @extend_schema(responses={204: None}, summary="Delete a workflow (archives its conversations)")
+    @extend_schema(
+        responses={204: None},
+        summary="Delete a workflow (archives its conversations)",
+        operation_id="workflow_destroy",
+    )
     def delete(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         services.workflow_delete(workflow=workflow)
@@ -132,7 +146,10 @@ class WorkflowDetailView(APIView):
 
 class WorkflowValidateView(APIView):
     @extend_schema(
-        request=s.ValidateInput, responses=s.ValidationReportSerializer, summary="Validate a graph"
+        request=s.ValidateInput,
+        responses=s.ValidationReportSerializer,
+        summary="Validate a graph",
+        operation_id="workflow_validate",
     )
     @api_errors({400: errors.GRAPH_INPUT_CODES})
     def post(self, request: Request, workflow_id: str) -> Response:
@@ -145,7 +162,12 @@ class WorkflowValidateView(APIView):
 
 
 class WorkflowDeployView(APIView):
-    @extend_schema(request=None, responses=s.DeploySerializer, summary="Deploy (admits a generation)")
+    @extend_schema(
+        request=None,
+        responses=s.DeploySerializer,
+        summary="Deploy (admits a generation)",
+        operation_id="workflow_deploy",
+    )
     @api_errors({400: [*errors.GRAPH_INPUT_CODES, errors.VALIDATION_FAILED]})
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
@@ -161,7 +183,12 @@ class WorkflowDeployView(APIView):
 
 
 class WorkflowResetView(APIView):
-    @extend_schema(request=None, responses=s.ResetSerializer, summary="Reset (closes the live generation)")
+    @extend_schema(
+        request=None,
+        responses=s.ResetSerializer,
+        summary="Reset (closes the live generation)",
+        operation_id="workflow_reset",
+    )
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         outcome = services.workflow_reset(workflow=workflow, actor=request.user)
@@ -169,7 +196,12 @@ class WorkflowResetView(APIView):
 
 
 class WorkflowImportView(APIView):
-    @extend_schema(request=s.ImportInput, responses={201: s.WorkflowSerializer}, summary="Import a graph")
+    @extend_schema(
+        request=s.ImportInput,
+        responses={201: s.WorkflowSerializer},
+        summary="Import a graph",
+        operation_id="workflow_import",
+    )
     @api_errors({400: [*errors.GRAPH_INPUT_CODES, errors.VALIDATION_FAILED]})
     def post(self, request: Request) -> Response:
         data = s.ImportInput(data=request.data)
@@ -181,7 +213,9 @@ class WorkflowImportView(APIView):
 
 
 class WorkflowExportView(APIView):
-    @extend_schema(responses=s.ExportSerializer, summary="Export a sanitized graph")
+    @extend_schema(
+        responses=s.ExportSerializer, summary="Export a sanitized graph", operation_id="workflow_export"
+    )
     @api_errors({400: errors.GRAPH_INPUT_CODES})
     def get(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
@@ -190,7 +224,10 @@ class WorkflowExportView(APIView):
 
 class SubagentView(APIView):
     @extend_schema(
-        request=s.SubagentInput, responses={201: s.SubagentOutput}, summary="Add a subagent with its Context"
+        request=s.SubagentInput,
+        responses={201: s.SubagentOutput},
+        summary="Add a subagent with its Context",
+        operation_id="workflow_subagents_create",
     )
     @api_errors({400: [*errors.GRAPH_INPUT_CODES, errors.NOT_A_TEAM_LEAD, errors.INVALID_SUBAGENT_TYPE]})
     def post(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:

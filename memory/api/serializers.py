@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from memory import fields as f
-from opencompany.core.api import ConfirmField, JSONInput, column_bounds
+from opencompany.core.api import ConfirmField, JSONInput, QueryInput, column_bounds
 from opencompany.core.pagination import cursor_field, page_serializer
 
 _VERSION = column_bounds(f.VERSION_COLUMN, min_value=1)
@@ -38,6 +38,7 @@ class RememberInput(StrictSerializer):
 
 
 class UpdateInput(StrictSerializer):
+    min_properties = 2  # `expected_version` and at least one field to change
     expected_version = serializers.IntegerField(**_VERSION)
     content = serializers.CharField(max_length=f.CONTENT_MAX, trim_whitespace=False)
     title = serializers.CharField(max_length=f.TITLE_MAX, required=False, allow_null=True, allow_blank=True)
@@ -52,7 +53,7 @@ class UpdateInput(StrictSerializer):
         self.fields["content"].required = False  # present → must be a non-null string
 
 
-class ListQuery(serializers.Serializer):
+class ListQuery(QueryInput):
     query = serializers.CharField(
         max_length=f.QUERY_MAX, required=False, allow_blank=True, trim_whitespace=False
     )
@@ -60,11 +61,11 @@ class ListQuery(serializers.Serializer):
     cursor = cursor_field()
 
 
-class ForgetQuery(serializers.Serializer):
+class ForgetQuery(QueryInput):
     expected_version = serializers.IntegerField(**_VERSION)
 
 
-class PageQuery(serializers.Serializer):
+class PageQuery(QueryInput):
     limit = serializers.IntegerField(min_value=1, max_value=f.LIMIT_MAX, required=False)
     cursor = cursor_field()
 

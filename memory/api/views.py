@@ -23,6 +23,14 @@ from opencompany.core.api import ScopedSettingsThrottle
 from opencompany.core.openapi import api_errors
 from opencompany.core.pagination import page_body
 
+# The header's limits as the view checks them (`operation_id`).
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    {"type": "string", "minLength": 1, "maxLength": OPERATION_ID_MAX, "pattern": r"\S"},
+    OpenApiParameter.HEADER,
+    description="Makes the write idempotent: a replay answers as the first call did.",
+)
+
 
 class MemoryWriteThrottle(ScopedSettingsThrottle):
     """`memory_write` applies to writes only; reads are not throttled here."""
@@ -97,7 +105,7 @@ class MemoryItemsView(MemoryView):
     @extend_schema(
         request=s.RememberInput,
         responses={201: s.MutationOutput, 200: s.MutationOutput},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        parameters=[IDEMPOTENCY_KEY],
     )
     @api_errors({409: [errors.IDEMPOTENCY_KEY_REUSED, errors.MEMORY_QUOTA_EXCEEDED]})
     def post(self, request: Request, workflow_id: str, memory_node_id: str) -> Response:
@@ -123,7 +131,7 @@ class MemoryItemView(MemoryView):
     @extend_schema(
         request=s.UpdateInput,
         responses=s.MutationOutput,
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        parameters=[IDEMPOTENCY_KEY],
     )
     @api_errors({409: [errors.VERSION_CONFLICT, errors.IDEMPOTENCY_KEY_REUSED]})
     def patch(self, request: Request, workflow_id: str, memory_node_id: str, memory_id: str) -> Response:
@@ -143,7 +151,7 @@ class MemoryItemView(MemoryView):
         return Response(result.as_dict())
 
     @extend_schema(
-        parameters=[s.ForgetQuery, OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        parameters=[s.ForgetQuery, IDEMPOTENCY_KEY],
         responses={204: None},
     )
     @api_errors({409: [errors.VERSION_CONFLICT, errors.IDEMPOTENCY_KEY_REUSED]})
@@ -180,7 +188,7 @@ class MemoryClearView(MemoryView):
     @extend_schema(
         request=s.ClearInput,
         responses=s.ClearOutput,
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        parameters=[IDEMPOTENCY_KEY],
     )
     @api_errors({409: [errors.IDEMPOTENCY_KEY_REUSED]})
     def post(self, request: Request, workflow_id: str, memory_node_id: str) -> Response:

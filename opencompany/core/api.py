@@ -192,6 +192,22 @@ class JSONInput(serializers.Serializer):
         raise serializers.ValidationError(problems)
 
 
+class QueryInput(serializers.Serializer):
+    """Query parameters read as the schema describes them: an empty value is a value (refused where the
+    field allows no blank), not DRF's HTML-form reading of an empty input as an absent one."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if hasattr(data, "getlist"):
+            data = {
+                name: data.getlist(name)
+                if isinstance(self.fields.get(name), serializers.ListField)
+                else data[name]
+                for name in data
+                if name in self.fields
+            }
+        return super().to_internal_value(data)
+
+
 @extend_schema_field({"type": "boolean", "enum": [True], "description": "Must be true."})
 class ConfirmField(serializers.BooleanField):
     """`confirm: true`, the explicit yes of a destructive request; anything else is refused."""

@@ -89,6 +89,9 @@ class ErrorsAutoSchema(AutoSchema):
         schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
         if direction == "request" and getattr(serializer, "refuse_unknown_fields", False):
             schema["additionalProperties"] = False
+        least = getattr(serializer, "min_properties", None)
+        if direction == "request" and least:
+            schema["minProperties"] = least
         return schema
 
     def _has_auth(self) -> bool:

@@ -25,7 +25,7 @@ from opencompany.core.errors import ApplicationError
 INVALID_CURSOR = "invalid_cursor"
 # Cursors are `django.core.signing` tokens: URL-safe characters, far shorter than this.
 CURSOR_MAX = 1024
-CURSOR_PATTERN = r"^[A-Za-z0-9_:.\-]*$"
+CURSOR_PATTERN = r"^[A-Za-z0-9_:.\-]+$"
 
 
 def page_body(results: list[Any], next_cursor: str | None) -> dict[str, Any]:
