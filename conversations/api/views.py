@@ -73,6 +73,7 @@ class ConversationDetailView(APIView):
     @extend_schema(
         parameters=[s.ConversationQueryInput],
         responses=s.ConversationPageOutput,
+        operation_id="conversation_retrieve",
         summary="One conversation: messages by seq, cursor-paginated",
     )
     def get(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
@@ -105,6 +106,7 @@ class ConversationDetailView(APIView):
     @extend_schema(
         parameters=[s.GenerationQueryInput],
         responses={204: None},
+        operation_id="conversation_destroy",
         summary="Clear (archive) a conversation",
     )
     @api_errors_of(errors.STATUS, errors.CONVERSATION_LOAD_FAILED)
@@ -171,6 +173,7 @@ class RequestDetailView(APIView):
 class UsageView(APIView):
     @extend_schema(
         parameters=[s.UsageQueryInput],
+        operation_id="workflow_usage",
         responses=s.UsageOutput,
         summary="Lifetime usage of the workflow (or one agent): every provider call, all generations",
     )

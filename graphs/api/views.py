@@ -64,7 +64,9 @@ def render_workflow(write: services.GraphWrite) -> dict[str, Any]:
 
 
 class NodeSpecsView(APIView):
-    @extend_schema(responses={200: dict}, summary="The node-spec catalogue with its hash")
+    @extend_schema(
+        responses={200: dict}, summary="The node-spec catalogue with its hash", operation_id="node_specs"
+    )
     def get(self, request: Request) -> Response:
         return Response(node_specs_payload())
 
@@ -244,7 +246,12 @@ class SubagentView(APIView):
 
 
 class AccountEraseView(APIView):
-    @extend_schema(request=s.EraseInput, responses=s.EraseOutput, summary="Erase all of the owner's data")
+    @extend_schema(
+        request=s.EraseInput,
+        responses=s.EraseOutput,
+        summary="Erase all of the owner's data",
+        operation_id="account_erase",
+    )
     def post(self, request: Request) -> Response:
         """Delete every workflow of the signed-in owner and everything kept for them (Memory, its
         history, conversations, archives, chats). `{confirm: true}` is required. The account stays."""

@@ -104,6 +104,7 @@ class MemoryItemsView(MemoryView):
 
     @extend_schema(
         request=s.RememberInput,
+        operation_id="memory_items_create",
         responses={201: s.MutationOutput, 200: s.MutationOutput},
         parameters=[IDEMPOTENCY_KEY],
     )
@@ -130,6 +131,7 @@ class MemoryItemView(MemoryView):
 
     @extend_schema(
         request=s.UpdateInput,
+        operation_id="memory_item_update",
         responses=s.MutationOutput,
         parameters=[IDEMPOTENCY_KEY],
     )
@@ -152,6 +154,7 @@ class MemoryItemView(MemoryView):
 
     @extend_schema(
         parameters=[s.ForgetQuery, IDEMPOTENCY_KEY],
+        operation_id="memory_item_destroy",
         responses={204: None},
     )
     @api_errors({409: [errors.VERSION_CONFLICT, errors.IDEMPOTENCY_KEY_REUSED]})
@@ -170,7 +173,9 @@ class MemoryItemView(MemoryView):
 
 
 class MemoryRevisionsView(MemoryView):
-    @extend_schema(parameters=[s.PageQuery], responses=s.RevisionPageOutput)
+    @extend_schema(
+        parameters=[s.PageQuery], responses=s.RevisionPageOutput, operation_id="memory_item_revisions_list"
+    )
     def get(self, request: Request, workflow_id: str, memory_node_id: str, memory_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
         params = s.PageQuery(data=request.query_params)
@@ -187,6 +192,7 @@ class MemoryRevisionsView(MemoryView):
 class MemoryClearView(MemoryView):
     @extend_schema(
         request=s.ClearInput,
+        operation_id="memory_clear",
         responses=s.ClearOutput,
         parameters=[IDEMPOTENCY_KEY],
     )

@@ -50,6 +50,7 @@ class AuthTokenView(APIView):
 
     @extend_schema(
         request=AuthTokenInput,
+        operation_id="auth_token_create",
         responses=inline_serializer(
             "AuthTokenOutput", {"token": serializers.CharField(), "expires_at": serializers.DateTimeField()}
         ),
@@ -81,6 +82,7 @@ class RevokeTokenView(APIView):
 
     @extend_schema(
         request=RevokeTokenInput,
+        operation_id="auth_token_revoke",
         responses=inline_serializer("RevokeTokenOutput", {"revoked": serializers.IntegerField()}),
     )
     def post(self, request: Request) -> Response:
