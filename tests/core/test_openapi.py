@@ -156,7 +156,8 @@ def test_required_fields_and_limits_match_the_serializers(schema) -> None:
     assert forget["expected_version"]["required"] is True
     assert sorted(components["WorkflowSaveInputRequest"]["required"]) == ["expected_revision", "graph"]
     assert components["RememberInputRequest"]["properties"]["content"]["maxLength"] == CONTENT_MAX
-    assert components["EraseInputRequest"]["properties"]["confirm"]["enum"] == [True]
+    confirm = components["EraseInputRequest"]["properties"]["confirm"]["allOf"][0]
+    assert resolve(schema, confirm) == {"enum": [True], "type": "boolean"}
     assert forget["Idempotency-Key"]["schema"]["maxLength"] == 512
 
 
