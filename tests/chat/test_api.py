@@ -608,7 +608,9 @@ def test_retrying_an_answer_that_is_not_the_last_is_a_conflict_and_starts_no_run
     first = answered(workflow, "First question")
     answered(workflow, "Second question")
 
-    response = api_client.post(chat_url(workflow, f"/messages/{reply_of(first).uid}/retry"), {}, format="json")
+    response = api_client.post(
+        chat_url(workflow, f"/messages/{reply_of(first).uid}/retry"), {}, format="json"
+    )
 
     assert (response.status_code, response.json()["code"]) == (409, "not_editable")
     assert ChatRun.objects.count() == 2
