@@ -31,7 +31,7 @@ from graphs.models import Workflow
 from graphs.selectors import workflow_for_owner
 from opencompany.core.api import ScopedSettingsThrottle
 from opencompany.core.errors import not_found
-from opencompany.core.openapi import api_errors_of
+from opencompany.core.openapi import api_errors_of, api_links
 from opencompany.core.pagination import NewestFirst, page_body
 
 _TAG = ["chat"]
@@ -209,6 +209,13 @@ class ChatSendView(APIView):
         summary="Send the owner's message; the agent answers in a run",
     )
     @_refuses(*_ADMISSION)
+    @api_links(
+        202,
+        {
+            op: {"workflow_id": "$request.path.workflow_id", "run_id": "$response.body#/run/run_id"}
+            for op in ("chat_run", "chat_stop")
+        },
+    )
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.SendInput(data=request.data)

@@ -23,11 +23,15 @@ from graphs.selectors import (
 )
 from graphs.specs import node_specs_payload
 from graphs.validate import validate_workflow
-from opencompany.core.openapi import api_errors
+from opencompany.core.openapi import api_errors, api_links
 from opencompany.core.pagination import NewestFirst, page_body
 
 if TYPE_CHECKING:
     from graphs.selectors import WorkflowWithState
+
+
+# What a client does next with a workflow it created (OpenAPI links of the create).
+_WORKFLOW_OPERATIONS = ("workflow_retrieve", "workflow_deploy", "workflow_export", "workflow_validate")
 
 
 def _summary(workflow: Workflow, *, generation: int, state: str) -> dict[str, Any]:
@@ -95,6 +99,7 @@ class WorkflowListView(APIView):
         operation_id="workflows_create",
     )
     @api_errors({400: [*errors.GRAPH_INPUT_CODES, *errors.GRAPH_TOPOLOGY_CODES]})
+    @api_links(201, {op: {"workflow_id": "$response.body#/id"} for op in _WORKFLOW_OPERATIONS})
     def post(self, request: Request) -> Response:
         data = s.WorkflowCreateInput(data=request.data)
         data.is_valid(raise_exception=True)

@@ -20,7 +20,7 @@ from memory.errors import invalid_field
 from memory.fields import OPERATION_ID_MAX
 from memory.scope import MemoryScope, memory_scope
 from opencompany.core.api import ScopedSettingsThrottle
-from opencompany.core.openapi import api_errors
+from opencompany.core.openapi import api_errors, api_links
 from opencompany.core.pagination import page_body
 
 # The header's limits as the view checks them (`operation_id`).
@@ -30,6 +30,14 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     OpenApiParameter.HEADER,
     description="Makes the write idempotent: a replay answers as the first call did.",
 )
+
+
+# The item a remember created, in the Memory it was written to (OpenAPI links).
+_ITEM_LINK = {
+    "workflow_id": "$request.path.workflow_id",
+    "memory_node_id": "$request.path.memory_node_id",
+    "memory_id": "$response.body#/memory/id",
+}
 
 
 class MemoryWriteThrottle(ScopedSettingsThrottle):
@@ -109,6 +117,14 @@ class MemoryItemsView(MemoryView):
         parameters=[IDEMPOTENCY_KEY],
     )
     @api_errors({409: [errors.IDEMPOTENCY_KEY_REUSED, errors.MEMORY_QUOTA_EXCEEDED]})
+    @api_links(
+        201,
+        {
+            "memory_item_get": _ITEM_LINK,
+            "memory_item_revisions_list": _ITEM_LINK,
+            "memory_item_destroy": {**_ITEM_LINK, "expected_version": "$response.body#/memory/version"},
+        },
+    )
     def post(self, request: Request, workflow_id: str, memory_node_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
         body = s.RememberInput(data=request.data)

@@ -22,6 +22,7 @@ from opencompany.core.pagination import INVALID_CURSOR
 
 ENVELOPE = "ErrorEnvelope"
 _API_ERRORS = "_api_errors"
+_API_LINKS = "_api_links"
 
 _DESCRIPTIONS = {
     400: "The request is invalid (`extra.fields` names the fields for `invalid_request`).",
@@ -58,6 +59,25 @@ def api_errors_of(statuses: Mapping[str, int], *codes: str) -> Callable[[Handler
     for code in codes:
         grouped.setdefault(statuses.get(code, 400), []).append(code)
     return api_errors(grouped)
+
+
+def api_links(status: int, links: Mapping[str, Mapping[str, str]]) -> Callable[[Handler], Handler]:
+    """Declare OpenAPI links on a view method's `status` response: operation id → {parameter: runtime
+    expression}, e.g. `{"workflow_retrieve": {"workflow_id": "$response.body#/id"}}`. Clients and
+    schemathesis' stateful phase follow them."""
+
+    def mark(handler: Handler) -> Handler:
+        declared: dict[int, dict[str, Any]] = getattr(handler, _API_LINKS, {})
+        declared.setdefault(status, {}).update(
+            {
+                operation: {"operationId": operation, "parameters": dict(parameters)}
+                for operation, parameters in links.items()
+            }
+        )
+        setattr(handler, _API_LINKS, declared)
+        return handler
+
+    return mark
 
 
 def declared_errors(view: Any, method: str) -> dict[int, set[str]]:
@@ -141,6 +161,10 @@ class ErrorsAutoSchema(AutoSchema):
             return None
         envelope = self._envelope_ref()
         responses = operation.setdefault("responses", {})
+        handler = getattr(self.view, self.method.lower(), None)
+        for status, links in getattr(handler, _API_LINKS, {}).items():
+            if str(status) in responses:
+                responses[str(status)]["links"] = links
         for status, codes in sorted(self.error_codes(operation).items()):
             schema = {
                 "allOf": [

@@ -180,3 +180,26 @@ def test_the_api_writes_every_timestamp_in_one_format(api_client, workflow) -> N
     ]
 
     assert [bool(RFC3339.match(stamp)) for stamp in stamps] == [True] * len(stamps), stamps
+
+
+def test_creates_declare_links_to_what_a_client_does_next(schema) -> None:
+    by_id = {op["operationId"]: op for _, _, op in operations(schema)}
+
+    assert by_id["workflows_create"]["responses"]["201"]["links"]["workflow_retrieve"] == {
+        "operationId": "workflow_retrieve",
+        "parameters": {"workflow_id": "$response.body#/id"},
+    }
+    assert set(by_id["chat_send"]["responses"]["202"]["links"]) == {"chat_run", "chat_stop"}
+    assert by_id["memory_items_create"]["responses"]["201"]["links"]["memory_item_destroy"]["parameters"] == {
+        "workflow_id": "$request.path.workflow_id",
+        "memory_node_id": "$request.path.memory_node_id",
+        "memory_id": "$response.body#/memory/id",
+        "expected_version": "$response.body#/memory/version",
+    }
+    linked = {
+        link["operationId"]
+        for _, _, op in operations(schema)
+        for r in op["responses"].values()
+        for link in r.get("links", {}).values()
+    }
+    assert linked <= set(by_id)
