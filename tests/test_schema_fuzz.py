@@ -16,7 +16,8 @@ from opencompany.core.tokens import token_issue
 from tests import live
 from tests.conftest import make_workflow, node_id
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+# Two schemathesis runs over every operation: longer than the suite's default per-test limit.
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True), pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "docs" / "schemathesis.toml"
