@@ -16,8 +16,6 @@ _VERSION = column_bounds(f.VERSION_COLUMN, min_value=1)
 class StrictSerializer(JSONInput):
     """Refuses fields it does not declare, so a typo or a scope field never passes silently."""
 
-    refuse_unknown_fields = True
-
 
 def _tags(max_len: int) -> serializers.ListField:
     return serializers.ListField(

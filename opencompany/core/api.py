@@ -165,10 +165,10 @@ def _json_type_error(field: serializers.Field, value: Any) -> str | None:
 
 
 # A request body read as JSON: every declared field takes its JSON type and nothing it would have to
-# coerce. With `refuse_unknown_fields`, a field the serializer does not declare is refused (and the schema
-# says `additionalProperties: false`). Comments, not a docstring: the schema would show it on every body.
+# coerce, and a field the serializer does not declare is refused (the schema says `additionalProperties:
+# false`), so a typo never passes silently. Comments, not a docstring: the schema would show it on every body.
 class JSONInput(serializers.Serializer):
-    refuse_unknown_fields = False
+    refuse_unknown_fields = True
 
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, dict):
