@@ -5,6 +5,7 @@ from rest_framework import serializers
 
 from graphs.constants import AGENT_NODE_TYPE, WORKFLOW_NAME_MAX
 from graphs.models import Workflow
+from graphs.specs import all_node_specs
 from opencompany.core.api import ConfirmField, JSONInput, QueryInput, column_bounds
 from opencompany.core.pagination import cursor_field, page_serializer
 
@@ -61,9 +62,19 @@ class ImportInput(JSONInput):
     graph = GraphField()
 
 
+def subagent_types() -> list[str]:
+    """Node types that can be added under a team lead: agents with a Context that lead no team."""
+    return [spec.type for spec in all_node_specs() if spec.requires_context and not spec.accepts_teammates]
+
+
 class SubagentInput(JSONInput):
-    type = serializers.CharField(max_length=64, required=False, default=AGENT_NODE_TYPE)
+    type = serializers.ChoiceField(choices=[], required=False, default=AGENT_NODE_TYPE)
     label = serializers.CharField(max_length=200, required=False, allow_blank=True)  # type: ignore[assignment]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Read when used, so a node type registered after import is offered too.
+        self.fields["type"].choices = subagent_types()  # type: ignore[attr-defined]
 
 
 class IssueSerializer(serializers.Serializer):

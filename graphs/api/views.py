@@ -236,7 +236,7 @@ class SubagentView(APIView):
         summary="Add a subagent with its Context",
         operation_id="workflow_subagents_create",
     )
-    @api_errors({400: [*errors.GRAPH_INPUT_CODES, errors.NOT_A_TEAM_LEAD, errors.INVALID_SUBAGENT_TYPE]})
+    @api_errors({400: [*errors.GRAPH_INPUT_CODES, errors.NOT_A_TEAM_LEAD]})
     def post(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         data = s.SubagentInput(data=request.data)

@@ -85,3 +85,12 @@ def test_an_idempotency_key_of_spaces_is_refused(api_client, workflow):
     response = api_client.post(base, {"content": "x"}, format="json", HTTP_IDEMPOTENCY_KEY="   ")
 
     assert (response.status_code, response.json()["code"]) == (400, "invalid_request")
+
+
+def test_a_subagent_type_outside_the_schema_enum_is_refused(api_client, workflow):
+    url = f"/api/v1/workflows/{workflow.pk}/agents/{node_id(workflow, 'aiAgent')}/subagents"
+
+    response = api_client.post(url, {"type": "teamLead"}, format="json")
+
+    assert (response.status_code, list(response.json()["extra"]["fields"])) == (400, ["type"])
+    assert api_client.get(f"/api/v1/workflows/{workflow.pk}").json()["revision"] == workflow.revision
