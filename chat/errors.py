@@ -28,7 +28,7 @@ STATUS = {
     NOT_RUNNING: 409,
     NOT_STOPPABLE: 409,
     REVISION_CONFLICT: 409,
-    NOT_EDITABLE: 400,
+    NOT_EDITABLE: 409,  # valid input; the message's place on the shown path refuses it
     OLDER_GENERATION: 409,
     CANNOT_REWIND: 409,
     BRANCH_UNAVAILABLE: 409,

@@ -28,6 +28,7 @@ from graphs.selectors import live_deployment
 from graphs.wiring import chat_agent
 from opencompany.core import gate
 from opencompany.core.errors import not_found
+from opencompany.core.times import rfc3339, rfc3339_or_none
 from opencompany.llm.providers import CompatCapabilities
 
 
@@ -131,7 +132,7 @@ def context_marks(
     marks = []
     for at, _, kind in sorted(row for row in found if row[1] == answering):
         before = [m for m in path if m.created_at <= at]
-        marks.append({"kind": kind, "after_id": before[-1].uid if before else None, "at": at.isoformat()})
+        marks.append({"kind": kind, "after_id": before[-1].uid if before else None, "at": rfc3339(at)})
     return marks
 
 
@@ -181,9 +182,9 @@ def render_run(run: ChatRun) -> dict[str, Any]:
         "reply_message_id": run.reply_message_uid,
         "parent_run_id": run.parent_run_id or None,
         "error": {"code": run.error_code, "message": run.error_message} if run.error_code else None,
-        "created_at": run.created_at.isoformat() if run.created_at else None,
-        "started_at": run.started_at.isoformat() if run.started_at else None,
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "created_at": rfc3339_or_none(run.created_at),
+        "started_at": rfc3339_or_none(run.started_at),
+        "finished_at": rfc3339_or_none(run.finished_at),
         "last_seq": run.last_seq,
     }
 
@@ -260,7 +261,7 @@ def render_message(
         "run_id": m.run_id or None,
         "run_state": run.state if run else None,
         "error": {"code": m.error_code, "message": m.error_message} if m.error_code else None,
-        "created_at": m.created_at.isoformat(),
+        "created_at": rfc3339(m.created_at),
         "client_message_id": m.client_message_id or None,
         "feedback": feedback.get(m.uid),
         "versions": {
@@ -378,9 +379,9 @@ def render_chat(thread: ChatThread) -> dict[str, Any]:
         "titled": bool(thread.title),
         "current": thread.archived_at is None,
         "message_count": count,
-        "created_at": thread.created_at.isoformat(),
-        "updated_at": thread.updated_at.isoformat(),
-        "archived_at": thread.archived_at.isoformat() if thread.archived_at else None,
+        "created_at": rfc3339(thread.created_at),
+        "updated_at": rfc3339(thread.updated_at),
+        "archived_at": rfc3339_or_none(thread.archived_at),
     }
 
 

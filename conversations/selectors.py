@@ -113,33 +113,37 @@ def conversation_runtime_binding(*, key: ConversationKey) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
 
 
-def conversation_list(*, workflow_id: str) -> QuerySet[AgentConversation]:
-    """Every conversation of a workflow (metadata only), newest generation first, then by agent."""
-    return (
-        AgentConversation.objects.filter(workflow_id=workflow_id)
-        .order_by("-generation", "agent_node_id")
-        .only(
-            "id",
-            "owner_id",
-            "workflow_id",
-            "generation",
-            "agent_node_id",
-            "length",
-            "bytes",
-            "revision",
-            "notes",
-            "notes_revision",
-            "input_tokens",
-            "output_tokens",
-            "cache_read_tokens",
-            "cache_write_tokens",
-            "last_input_tokens",
-            "pressure_headroom_tokens",
-            "context_window",
-            "pressure_estimated",
-            "created_at",
-            "updated_at",
-        )
+def conversation_list(
+    *, workflow_id: str, generation: int | None = None, agent_node_id: str | None = None
+) -> QuerySet[AgentConversation]:
+    """Every conversation of a workflow (metadata only), newest generation first, then by agent;
+    `generation` and `agent_node_id` narrow it to one generation or one agent."""
+    rows = AgentConversation.objects.filter(workflow_id=workflow_id)
+    if generation is not None:
+        rows = rows.filter(generation=generation)
+    if agent_node_id is not None:
+        rows = rows.filter(agent_node_id=agent_node_id)
+    return rows.order_by("-generation", "agent_node_id").only(
+        "id",
+        "owner_id",
+        "workflow_id",
+        "generation",
+        "agent_node_id",
+        "length",
+        "bytes",
+        "revision",
+        "notes",
+        "notes_revision",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "last_input_tokens",
+        "pressure_headroom_tokens",
+        "context_window",
+        "pressure_estimated",
+        "created_at",
+        "updated_at",
     )
 
 

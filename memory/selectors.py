@@ -31,6 +31,7 @@ from memory.search import (
 )
 from opencompany.core.errors import ApplicationError
 from opencompany.core.pagination import INVALID_CURSOR, Ascending, NewestFirst, make_cursor, read_cursor
+from opencompany.core.times import rfc3339_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class MemoryPage:
 
 
 def _iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+    return rfc3339_or_none(value)
 
 
 def memory_view(item: MemoryItem) -> dict[str, Any]:

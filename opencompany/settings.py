@@ -214,7 +214,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["opencompany.core.api.GatedJSONParser"],
     "EXCEPTION_HANDLER": "opencompany.core.api.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "opencompany.core.openapi.ErrorsAutoSchema",
     "DEFAULT_THROTTLE_RATES": {
         "chat_send": os.environ.get("OPENCOMPANY_THROTTLE_CHAT_SEND", "120/min"),
         "memory_write": os.environ.get("OPENCOMPANY_THROTTLE_MEMORY_WRITE", "600/min"),
@@ -234,6 +234,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # PATCH bodies are validated whole (no view uses `partial=True`): the schema keeps their required fields.
+    "COMPONENT_SPLIT_PATCH": False,
 }
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

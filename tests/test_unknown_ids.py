@@ -16,6 +16,11 @@ def _endpoints(workflow):
     return [
         ("get", "conversations/nobody", None),
         ("delete", "conversations/nobody", None),
+        ("get", "conversations/nobody/requests", None),
+        ("get", "conversations/nobody/requests/1", None),
+        ("get", "usage?agent_node_id=nobody", None),
+        ("get", "chats/999999", None),
+        ("post", "chats/999999/purge", {"confirm": True}),
         ("get", f"conversations/{node_id(workflow, 'chatTrigger')}", None),  # a node, but not an agent
         ("post", "agents/nobody/subagents", {}),
         ("post", "chat/messages/m_nothing/edit", {"text": "hi"}),
@@ -52,4 +57,8 @@ def test_an_agent_that_never_ran_has_an_empty_conversation(api_client, workflow)
     response = api_client.get(f"/api/v1/workflows/{workflow.pk}/conversations/{node_id(workflow, 'aiAgent')}")
 
     assert response.status_code == 200
-    assert (response.json()["length"], response.json()["messages"]) == (0, [])
+    assert (response.json()["length"], response.json()["results"], response.json()["has_more"]) == (
+        0,
+        [],
+        False,
+    )

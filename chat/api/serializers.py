@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from chat.models import ChatThread
-from opencompany.core.api import column_bounds
+from chat.services._common import MAX_MESSAGE_CHARS
+from opencompany.core.api import ConfirmField, JSONInput, QueryInput, column_bounds
+from opencompany.core.pagination import cursor_field, page_serializer
 
 _REVISION = column_bounds(ChatThread._meta.get_field("revision"), min_value=0)
 
@@ -32,8 +35,21 @@ class StrictIntegerField(serializers.IntegerField):
 
 # Text limits (blank, 50,000 characters) are the service's, so the API and the websocket refuse
 # with the same codes (`invalid_request`, `message_too_long`).
-class SendInput(serializers.Serializer):
-    text = StrictCharField(trim_whitespace=False, allow_blank=True)
+@extend_schema_field(
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_MESSAGE_CHARS,
+        "pattern": r"\S",
+        "description": "Non-blank text (`message_too_long` past the limit).",
+    }
+)
+class MessageTextField(StrictCharField):
+    """The message text; blank and over-long texts are the service's refusals."""
+
+
+class SendInput(JSONInput):
+    text = MessageTextField(trim_whitespace=False)
     client_message_id = StrictCharField(
         required=False, allow_null=True, allow_blank=True, trim_whitespace=False
     )
@@ -44,20 +60,20 @@ class EditInput(SendInput):
     pass
 
 
-class RetryInput(serializers.Serializer):
+class RetryInput(JSONInput):
     expected_revision = StrictIntegerField(required=False, allow_null=True, **_REVISION)
 
 
-class SwitchInput(serializers.Serializer):
+class SwitchInput(JSONInput):
     message_id = StrictCharField(max_length=64)
     expected_revision = StrictIntegerField(required=False, allow_null=True, **_REVISION)
 
 
-class FeedbackInput(serializers.Serializer):
+class FeedbackInput(JSONInput):
     value = serializers.ChoiceField(choices=["up", "down"], allow_null=True)
 
 
-class HistoryQueryInput(serializers.Serializer):
+class HistoryQueryInput(QueryInput):
     before = serializers.CharField(required=False, max_length=64)
     limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
 
@@ -84,7 +100,7 @@ class MessageOutput(serializers.Serializer):
     run_id = serializers.CharField(allow_null=True)
     run_state = serializers.CharField(allow_null=True)
     error = ErrorOutput(allow_null=True)
-    created_at = serializers.CharField()
+    created_at = serializers.DateTimeField()
     client_message_id = serializers.CharField(allow_null=True)
     feedback = serializers.CharField(allow_null=True)
     versions = VersionsOutput()
@@ -100,9 +116,9 @@ class RunOutput(serializers.Serializer):
     reply_message_id = serializers.CharField()
     parent_run_id = serializers.CharField(allow_null=True)
     error = ErrorOutput(allow_null=True)
-    created_at = serializers.CharField(allow_null=True)
-    started_at = serializers.CharField(allow_null=True)
-    finished_at = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
     last_seq = serializers.IntegerField()
 
 
@@ -161,8 +177,8 @@ class ChatArchiveOutput(serializers.Serializer):
     conversations_archived = serializers.IntegerField()
 
 
-class ChatListQueryInput(serializers.Serializer):
-    cursor = serializers.CharField(required=False, max_length=2000)
+class ChatListQueryInput(QueryInput):
+    cursor = cursor_field()
     limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
 
 
@@ -172,14 +188,12 @@ class ChatOutput(serializers.Serializer):
     titled = serializers.BooleanField(help_text="False when the title is taken from the first message.")
     current = serializers.BooleanField(help_text="The chat new messages go to; the others are archived.")
     message_count = serializers.IntegerField(help_text="Every stored message, versions included.")
-    created_at = serializers.CharField()
-    updated_at = serializers.CharField()
-    archived_at = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    archived_at = serializers.DateTimeField(allow_null=True)
 
 
-class ChatListOutput(serializers.Serializer):
-    results = ChatOutput(many=True)
-    next = serializers.CharField(allow_null=True)
+ChatListOutput = page_serializer("ChatPage", ChatOutput)
 
 
 class ChatTranscriptOutput(serializers.Serializer):
@@ -187,17 +201,12 @@ class ChatTranscriptOutput(serializers.Serializer):
     path = MessageOutput(many=True)
 
 
-class RenameInput(serializers.Serializer):
+class RenameInput(JSONInput):
     title = StrictCharField(allow_blank=True, trim_whitespace=False)
 
 
-class PurgeInput(serializers.Serializer):
-    confirm = serializers.BooleanField()
-
-    def validate_confirm(self, value: bool) -> bool:
-        if value is not True:
-            raise serializers.ValidationError("Send true to delete this chat for good.")
-        return value
+class PurgeInput(JSONInput):
+    confirm = ConfirmField(message="Send true to delete this chat for good.")
 
 
 class PurgeOutput(serializers.Serializer):

@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from chat import services
+from chat import errors, services
 from chat.api import serializers as s
 from chat.models import ChatRun
 from chat.selectors import (
@@ -31,12 +31,28 @@ from graphs.models import Workflow
 from graphs.selectors import workflow_for_owner
 from opencompany.core.api import ScopedSettingsThrottle
 from opencompany.core.errors import not_found
-from opencompany.core.pagination import NewestFirst
+from opencompany.core.openapi import api_errors_of, api_links
+from opencompany.core.pagination import NewestFirst, page_body
 
 _TAG = ["chat"]
 _MESSAGE_ID = OpenApiParameter("message_id", str, OpenApiParameter.PATH, description="A chat message id.")
 _CHAT_ID = OpenApiParameter("chat_id", int, OpenApiParameter.PATH, description="A chat id (from the list).")
 _RUN_ID = OpenApiParameter("run_id", str, OpenApiParameter.PATH, description="A chat run id.")
+
+
+# What admitting a run can be refused with, and what a move on the chat's branches adds.
+_ADMISSION = (
+    errors.MESSAGE_TOO_LONG,
+    errors.NOT_RUNNING,
+    errors.IDEMPOTENCY_KEY_REUSED,
+    errors.REVISION_CONFLICT,
+    errors.RUN_IN_PROGRESS,
+)
+_BRANCHES = (errors.NOT_EDITABLE, errors.OLDER_GENERATION, errors.CANNOT_REWIND, errors.BRANCH_UNAVAILABLE)
+
+
+def _refuses(*codes: str) -> Any:
+    return api_errors_of(errors.STATUS, *codes)
 
 
 class ChatSendThrottle(ScopedSettingsThrottle):
@@ -76,7 +92,7 @@ class ChatThreadView(APIView):
 
     @extend_schema(
         tags=_TAG,
-        responses=s.ChatArchiveOutput,
+        responses={204: None},
         operation_id="chat_clear",
         summary="New chat: archive the current chat (kept, read-only) and clear the agents' minds",
         description=(
@@ -88,7 +104,8 @@ class ChatThreadView(APIView):
     )
     def delete(self, request: Request, workflow_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
-        return Response(s.ChatArchiveOutput(services.chat_archive(workflow=workflow)).data)
+        services.chat_archive(workflow=workflow)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class ChatArchiveView(APIView):
@@ -126,8 +143,9 @@ class ChatListView(APIView):
             cursor=query.validated_data.get("cursor"),
             size=query.validated_data["limit"],
         )
-        body = {"results": [render_chat(t) for t in page.rows], "next": page.next_cursor}
-        return Response(s.ChatListOutput(body).data)
+        return Response(
+            s.ChatListOutput(page_body([render_chat(t) for t in page.rows], page.next_cursor)).data
+        )
 
 
 class ChatDetailView(APIView):
@@ -168,6 +186,7 @@ class ChatPurgeView(APIView):
         operation_id="chats_purge",
         summary="Delete an archived chat for good (`{confirm: true}`); the current chat is refused",
     )
+    @_refuses(errors.CHAT_NOT_ARCHIVED)
     def post(self, request: Request, workflow_id: str, chat_id: int) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.PurgeInput(data=request.data)
@@ -188,6 +207,14 @@ class ChatSendView(APIView):
         responses={202: s.AdmissionOutput},
         operation_id="chat_send",
         summary="Send the owner's message; the agent answers in a run",
+    )
+    @_refuses(*_ADMISSION)
+    @api_links(
+        202,
+        {
+            op: {"workflow_id": "$request.path.workflow_id", "run_id": "$response.body#/run/run_id"}
+            for op in ("chat_run", "chat_stop")
+        },
     )
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
@@ -210,6 +237,7 @@ class ChatEditView(APIView):
         operation_id="chat_edit",
         summary="Add an edited version of an owner message and answer it",
     )
+    @_refuses(*_ADMISSION, *_BRANCHES)
     def post(self, request: Request, workflow_id: str, message_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.EditInput(data=request.data)
@@ -231,6 +259,7 @@ class ChatRetryView(APIView):
         operation_id="chat_retry",
         summary="Answer the last question again beside the old answer",
     )
+    @_refuses(*_ADMISSION, *_BRANCHES)
     def post(self, request: Request, workflow_id: str, message_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.RetryInput(data=request.data)
@@ -267,6 +296,7 @@ class ChatSwitchView(APIView):
         operation_id="chat_switch",
         summary="Show another version of a message (moves the active path; starts no run)",
     )
+    @_refuses(errors.REVISION_CONFLICT, errors.RUN_IN_PROGRESS, *_BRANCHES)
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.SwitchInput(data=request.data)
@@ -304,6 +334,7 @@ class ChatStopView(APIView):
         operation_id="chat_stop",
         summary="Stop a run (queued → stopped at once; running → stopping)",
     )
+    @_refuses(errors.NOT_STOPPABLE)
     def post(self, request: Request, workflow_id: str, run_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         return Response(s.RunOutput(render_run(services.chat_stop(workflow=workflow, run_id=run_id))).data)

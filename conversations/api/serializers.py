@@ -8,16 +8,39 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from conversations.models import AgentConversation
-from opencompany.core.api import column_bounds
+from opencompany.core.api import QueryInput, column_bounds
+from opencompany.core.pagination import cursor_field, page_serializer
 from opencompany.llm.fidelity import turn_fidelity
 
 
-class ConversationQueryInput(serializers.Serializer):
-    generation = serializers.IntegerField(
-        required=False, **column_bounds(AgentConversation._meta.get_field("generation"), min_value=1)
+def _generation() -> serializers.IntegerField:
+    return serializers.IntegerField(
+        required=False,
+        help_text="Defaults to the current generation.",
+        **column_bounds(AgentConversation._meta.get_field("generation"), min_value=1),
     )
-    cursor = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+
+
+class GenerationQueryInput(QueryInput):
+    generation = _generation()
+
+
+class ConversationQueryInput(GenerationQueryInput):
+    cursor = cursor_field()
     limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+
+
+class ConversationListQueryInput(QueryInput):
+    generation = serializers.IntegerField(
+        required=False,
+        help_text="Only this generation's conversations.",
+        **column_bounds(AgentConversation._meta.get_field("generation"), min_value=1),
+    )
+    agent_node_id = serializers.CharField(
+        required=False, max_length=255, help_text="Only this agent's conversations."
+    )
+    cursor = cursor_field()
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
 
 
 class NoteEntryOutput(serializers.Serializer):
@@ -103,20 +126,15 @@ class ConversationPageOutput(serializers.Serializer):
     fidelity = TurnFidelityOutput(
         allow_null=True, help_text="The latest assistant turn's runtime and fidelity."
     )
-    messages = MessageRowOutput(many=True)
-    next = serializers.CharField(allow_null=True)
+    results = MessageRowOutput(many=True, help_text="The page's messages, by seq.")
+    next_cursor = serializers.CharField(allow_null=True, help_text="null on the last page.")
+    has_more = serializers.BooleanField()
 
 
-class ClearOutput(serializers.Serializer):
-    cleared = serializers.BooleanField()
-    archive_id = serializers.IntegerField(allow_null=True)
-    generation = serializers.IntegerField()
-    agent_node_id = serializers.CharField()
-    length = serializers.IntegerField()
-    revision = serializers.IntegerField()
+ConversationListOutput = page_serializer("ConversationPage", ConversationRowOutput)
 
 
-class UsageQueryInput(serializers.Serializer):
+class UsageQueryInput(QueryInput):
     agent_node_id = serializers.CharField(required=False, max_length=255)
 
 
@@ -157,9 +175,7 @@ class RequestRecordOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class RequestPageOutput(serializers.Serializer):
-    results = RequestRecordOutput(many=True)
-    next = serializers.CharField(allow_null=True)
+RequestPageOutput = page_serializer("RequestRecordPage", RequestRecordOutput)
 
 
 class RequestDetailOutput(RequestRecordOutput):

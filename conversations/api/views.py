@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from conversations import errors
 from conversations.api import serializers as s
 from conversations.selectors import (
     conversation_fidelity,
@@ -25,12 +27,11 @@ from conversations.types import ConversationKey
 from graphs.models import Workflow
 from graphs.selectors import agent_node_known, current_generation, workflow_for_owner
 from opencompany.core.errors import invalid, not_found
-from opencompany.core.pagination import Ascending
+from opencompany.core.openapi import api_errors_of
+from opencompany.core.pagination import Ascending, NewestFirst, page_body
 
 # The cursor holds the last seq returned.
 _CURSOR_SALT = "conversation-messages.after-seq"
-
-_GENERATION = OpenApiParameter("generation", int, description="Defaults to the current generation.")
 
 
 def _key(request: Request, workflow: Workflow, agent_node_id: str, generation: int | None) -> ConversationKey:
@@ -47,17 +48,32 @@ def _key(request: Request, workflow: Workflow, agent_node_id: str, generation: i
 
 
 class ConversationListView(APIView):
-    @extend_schema(responses=s.ConversationRowOutput(many=True), summary="The workflow's conversations")
+    @extend_schema(
+        parameters=[s.ConversationListQueryInput],
+        responses=s.ConversationListOutput,
+        operation_id="conversations_list",
+        summary="The workflow's conversations (newest first, cursor-paginated)",
+    )
     def get(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
-        rows = conversation_list(workflow_id=workflow.pk)
-        return Response(s.ConversationRowOutput(rows, many=True).data)
+        query = s.ConversationListQueryInput(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        filters = {
+            k: query.validated_data[k] for k in ("generation", "agent_node_id") if k in query.validated_data
+        }
+        page = NewestFirst(salt="conversations", bound_to=[workflow.pk, sorted(filters.items())]).page(
+            conversation_list(workflow_id=workflow.pk, **filters),
+            cursor=query.validated_data.get("cursor"),
+            size=query.validated_data["limit"],
+        )
+        return Response(s.ConversationListOutput(page_body(page.rows, page.next_cursor)).data)
 
 
 class ConversationDetailView(APIView):
     @extend_schema(
-        parameters=[s.ConversationQueryInput, _GENERATION],
+        parameters=[s.ConversationQueryInput],
         responses=s.ConversationPageOutput,
+        operation_id="conversation_retrieve",
         summary="One conversation: messages by seq, cursor-paginated",
     )
     def get(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
@@ -83,29 +99,24 @@ class ConversationDetailView(APIView):
             "notes": head.notes if head else [],
             "notes_revision": head.notes_revision if head else 0,
             "fidelity": conversation_fidelity(key=key) if head else None,
-            "messages": rows,
-            "next": pages.cursor_after(rows[-1].seq) if more else None,
+            **page_body(rows, pages.cursor_after(rows[-1].seq) if more else None),
         }
         return Response(s.ConversationPageOutput(body).data)
 
     @extend_schema(
-        parameters=[_GENERATION], responses=s.ClearOutput, summary="Clear (archive) a conversation"
+        parameters=[s.GenerationQueryInput],
+        responses={204: None},
+        operation_id="conversation_destroy",
+        summary="Clear (archive) a conversation",
     )
+    @api_errors_of(errors.STATUS, errors.CONVERSATION_LOAD_FAILED)
     def delete(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
-        query = s.ConversationQueryInput(data=request.query_params)
+        query = s.GenerationQueryInput(data=request.query_params)
         query.is_valid(raise_exception=True)
         key = _key(request, workflow, agent_node_id, query.validated_data.get("generation"))
-        result = conversation_clear(key=key)
-        body = {
-            "cleared": result.cleared,
-            "archive_id": result.archive_id,
-            "generation": key.generation,
-            "agent_node_id": key.agent_node_id,
-            "length": result.length,
-            "revision": result.revision,
-        }
-        return Response(s.ClearOutput(body).data)
+        conversation_clear(key=key)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 # The cursor holds the last request record id returned (newest first).
@@ -114,7 +125,7 @@ _REQUESTS_SALT = "conversation-requests.before-id"
 
 class RequestListView(APIView):
     @extend_schema(
-        parameters=[s.ConversationQueryInput, _GENERATION],
+        parameters=[s.ConversationQueryInput],
         responses=s.RequestPageOutput,
         operation_id="conversation_requests_list",
         summary="The conversation's request records (one per provider call), newest first",
@@ -125,29 +136,30 @@ class RequestListView(APIView):
         query.is_valid(raise_exception=True)
         key = _key(request, workflow, agent_node_id, query.validated_data.get("generation"))
         pages = Ascending(
-            field="id", salt=_REQUESTS_SALT, bound_to=[key.workflow_id, key.generation, key.agent_node_id]
+            field="id",
+            salt=_REQUESTS_SALT,
+            bound_to=[key.workflow_id, key.generation, key.agent_node_id],
+            descending=True,
         )
-        before = pages.after(query.validated_data.get("cursor"))
-        rows = provider_calls_for(key=key)
-        if before is not None:
-            rows = rows.filter(id__lt=before)
-        limit = query.validated_data["limit"]
-        found = list(rows[: limit + 1])
-        page = found[:limit]
-        body = {"results": page, "next": pages.cursor_after(page[-1].id) if len(found) > limit else None}
-        return Response(s.RequestPageOutput(body).data)
+        page = pages.page(
+            provider_calls_for(key=key),
+            cursor=query.validated_data.get("cursor"),
+            size=query.validated_data["limit"],
+        )
+        return Response(s.RequestPageOutput(page_body(page.rows, page.next_cursor)).data)
 
 
 class RequestDetailView(APIView):
     @extend_schema(
-        parameters=[_GENERATION],
+        parameters=[s.GenerationQueryInput],
         responses=s.RequestDetailOutput,
         operation_id="conversation_request_retrieve",
         summary="What the agent saw on one request: its record and the messages it sent",
     )
+    @api_errors_of(errors.STATUS, errors.CONVERSATION_LOAD_FAILED)
     def get(self, request: Request, workflow_id: str, agent_node_id: str, request_id: int) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
-        query = s.ConversationQueryInput(data=request.query_params)
+        query = s.GenerationQueryInput(data=request.query_params)
         query.is_valid(raise_exception=True)
         key = _key(request, workflow, agent_node_id, query.validated_data.get("generation"))
         call = provider_calls_for(key=key).filter(pk=request_id).first()
@@ -161,6 +173,7 @@ class RequestDetailView(APIView):
 class UsageView(APIView):
     @extend_schema(
         parameters=[s.UsageQueryInput],
+        operation_id="workflow_usage",
         responses=s.UsageOutput,
         summary="Lifetime usage of the workflow (or one agent): every provider call, all generations",
     )
@@ -168,7 +181,17 @@ class UsageView(APIView):
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         query = s.UsageQueryInput(data=request.query_params)
         query.is_valid(raise_exception=True)
-        totals = usage_totals(
-            workflow_id=workflow.pk, agent_node_id=query.validated_data.get("agent_node_id")
-        )
+        agent_node_id = query.validated_data.get("agent_node_id")
+        totals = usage_totals(workflow_id=workflow.pk, agent_node_id=agent_node_id)
+        # An agent with recorded calls stays reachable after it leaves the graph.
+        if (
+            agent_node_id is not None
+            and not totals["calls"]
+            and not agent_node_known(
+                workflow=workflow,
+                agent_node_id=agent_node_id,
+                generation=current_generation(workflow=workflow),
+            )
+        ):
+            raise not_found("agent node in this workflow")
         return Response(s.UsageOutput(totals).data)

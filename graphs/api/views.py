@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from graphs import services
+from graphs import errors, services
 from graphs.api import serializers as s
 from graphs.models import Workflow
 from graphs.selectors import (
@@ -23,12 +23,15 @@ from graphs.selectors import (
 )
 from graphs.specs import node_specs_payload
 from graphs.validate import validate_workflow
-from opencompany.core.pagination import NewestFirst
+from opencompany.core.openapi import api_errors, api_links
+from opencompany.core.pagination import NewestFirst, page_body
 
 if TYPE_CHECKING:
     from graphs.selectors import WorkflowWithState
 
-PAGE_SIZE = 50
+
+# What a client does next with a workflow it created (OpenAPI links of the create).
+_WORKFLOW_OPERATIONS = ("workflow_retrieve", "workflow_deploy", "workflow_export", "workflow_validate")
 
 
 def _summary(workflow: Workflow, *, generation: int, state: str) -> dict[str, Any]:
@@ -65,29 +68,38 @@ def render_workflow(write: services.GraphWrite) -> dict[str, Any]:
 
 
 class NodeSpecsView(APIView):
-    @extend_schema(responses={200: dict}, summary="The node-spec catalogue with its hash")
+    @extend_schema(
+        responses={200: dict}, summary="The node-spec catalogue with its hash", operation_id="node_specs"
+    )
     def get(self, request: Request) -> Response:
         return Response(node_specs_payload())
 
 
 class WorkflowListView(APIView):
     @extend_schema(
-        parameters=[OpenApiParameter("cursor", str, required=False)],
+        parameters=[s.WorkflowListQuery],
         responses=s.WorkflowListSerializer,
         operation_id="workflows_list",
         summary="The signed-in owner's workflows (newest first, cursor-paginated)",
     )
     def get(self, request: Request) -> Response:
+        query = s.WorkflowListQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
         page = NewestFirst(salt="workflows", bound_to=request.user.pk).page(
             workflows_with_state(queryset=workflows_of(owner=request.user)),
-            cursor=request.query_params.get("cursor"),
-            size=PAGE_SIZE,
+            cursor=query.validated_data.get("cursor"),
+            size=query.validated_data["limit"],
         )
-        return Response({"results": [_list_summary(w) for w in page.rows], "next": page.next_cursor})
+        return Response(page_body([_list_summary(w) for w in page.rows], page.next_cursor))
 
     @extend_schema(
-        request=s.WorkflowCreateInput, responses={201: s.WorkflowSerializer}, summary="Create a workflow"
+        request=s.WorkflowCreateInput,
+        responses={201: s.WorkflowSerializer},
+        summary="Create a workflow",
+        operation_id="workflows_create",
     )
+    @api_errors({400: [*errors.GRAPH_INPUT_CODES, *errors.GRAPH_TOPOLOGY_CODES]})
+    @api_links(201, {op: {"workflow_id": "$response.body#/id"} for op in _WORKFLOW_OPERATIONS})
     def post(self, request: Request) -> Response:
         data = s.WorkflowCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -98,13 +110,23 @@ class WorkflowListView(APIView):
 
 
 class WorkflowDetailView(APIView):
-    @extend_schema(responses=s.WorkflowSerializer, summary="Get a workflow (drains pending Context archives)")
+    @extend_schema(
+        responses=s.WorkflowSerializer,
+        summary="Get a workflow (drains pending Context archives)",
+        operation_id="workflow_retrieve",
+    )
     def get(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         return Response(render_workflow(services.workflow_get(workflow=workflow)))
 
     @extend_schema(
-        request=s.WorkflowSaveInput, responses=s.WorkflowSerializer, summary="Save a workflow's graph"
+        request=s.WorkflowSaveInput,
+        responses=s.WorkflowSerializer,
+        summary="Save a workflow's graph",
+        operation_id="workflow_update",
+    )
+    @api_errors(
+        {400: [*errors.GRAPH_INPUT_CODES, *errors.GRAPH_TOPOLOGY_CODES], 409: [errors.REVISION_CONFLICT]}
     )
     def put(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
@@ -118,7 +140,11 @@ class WorkflowDetailView(APIView):
         )
         return Response(render_workflow(write))
 
-    @extend_schema(responses={204: None}, summary="Delete a workflow (archives its conversations)")
+    @extend_schema(
+        responses={204: None},
+        summary="Delete a workflow (archives its conversations)",
+        operation_id="workflow_destroy",
+    )
     def delete(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         services.workflow_delete(workflow=workflow)
@@ -127,8 +153,12 @@ class WorkflowDetailView(APIView):
 
 class WorkflowValidateView(APIView):
     @extend_schema(
-        request=s.ValidateInput, responses=s.ValidationReportSerializer, summary="Validate a graph"
+        request=s.ValidateInput,
+        responses=s.ValidationReportSerializer,
+        summary="Validate a graph",
+        operation_id="workflow_validate",
     )
+    @api_errors({400: errors.GRAPH_INPUT_CODES})
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         data = s.ValidateInput(data=request.data)
@@ -139,7 +169,13 @@ class WorkflowValidateView(APIView):
 
 
 class WorkflowDeployView(APIView):
-    @extend_schema(request=None, responses=s.DeploySerializer, summary="Deploy (admits a generation)")
+    @extend_schema(
+        request=None,
+        responses=s.DeploySerializer,
+        summary="Deploy (admits a generation)",
+        operation_id="workflow_deploy",
+    )
+    @api_errors({400: [*errors.GRAPH_INPUT_CODES, errors.VALIDATION_FAILED]})
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         deployment = services.workflow_deploy(workflow=workflow, actor=request.user)
@@ -154,7 +190,12 @@ class WorkflowDeployView(APIView):
 
 
 class WorkflowResetView(APIView):
-    @extend_schema(request=None, responses=s.ResetSerializer, summary="Reset (closes the live generation)")
+    @extend_schema(
+        request=None,
+        responses=s.ResetSerializer,
+        summary="Reset (closes the live generation)",
+        operation_id="workflow_reset",
+    )
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         outcome = services.workflow_reset(workflow=workflow, actor=request.user)
@@ -162,7 +203,13 @@ class WorkflowResetView(APIView):
 
 
 class WorkflowImportView(APIView):
-    @extend_schema(request=s.ImportInput, responses={201: s.WorkflowSerializer}, summary="Import a graph")
+    @extend_schema(
+        request=s.ImportInput,
+        responses={201: s.WorkflowSerializer},
+        summary="Import a graph",
+        operation_id="workflow_import",
+    )
+    @api_errors({400: [*errors.GRAPH_INPUT_CODES, errors.VALIDATION_FAILED]})
     def post(self, request: Request) -> Response:
         data = s.ImportInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -173,7 +220,10 @@ class WorkflowImportView(APIView):
 
 
 class WorkflowExportView(APIView):
-    @extend_schema(responses=s.ExportSerializer, summary="Export a sanitized graph")
+    @extend_schema(
+        responses=s.ExportSerializer, summary="Export a sanitized graph", operation_id="workflow_export"
+    )
+    @api_errors({400: errors.GRAPH_INPUT_CODES})
     def get(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         return Response(services.workflow_export(workflow=workflow))
@@ -181,8 +231,12 @@ class WorkflowExportView(APIView):
 
 class SubagentView(APIView):
     @extend_schema(
-        request=s.SubagentInput, responses={201: s.SubagentOutput}, summary="Add a subagent with its Context"
+        request=s.SubagentInput,
+        responses={201: s.SubagentOutput},
+        summary="Add a subagent with its Context",
+        operation_id="workflow_subagents_create",
     )
+    @api_errors({400: [*errors.GRAPH_INPUT_CODES, errors.NOT_A_TEAM_LEAD]})
     def post(self, request: Request, workflow_id: str, agent_node_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         data = s.SubagentInput(data=request.data)
@@ -197,7 +251,12 @@ class SubagentView(APIView):
 
 
 class AccountEraseView(APIView):
-    @extend_schema(request=s.EraseInput, responses=s.EraseOutput, summary="Erase all of the owner's data")
+    @extend_schema(
+        request=s.EraseInput,
+        responses=s.EraseOutput,
+        summary="Erase all of the owner's data",
+        operation_id="account_erase",
+    )
     def post(self, request: Request) -> Response:
         """Delete every workflow of the signed-in owner and everything kept for them (Memory, its
         history, conversations, archives, chats). `{confirm: true}` is required. The account stays."""

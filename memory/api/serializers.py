@@ -7,20 +7,14 @@ from typing import Any
 from rest_framework import serializers
 
 from memory import fields as f
-from opencompany.core.api import column_bounds
+from opencompany.core.api import ConfirmField, JSONInput, QueryInput, column_bounds
+from opencompany.core.pagination import cursor_field, page_serializer
 
 _VERSION = column_bounds(f.VERSION_COLUMN, min_value=1)
 
 
-class StrictSerializer(serializers.Serializer):
+class StrictSerializer(JSONInput):
     """Refuses fields it does not declare, so a typo or a scope field never passes silently."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
 
 
 def _tags(max_len: int) -> serializers.ListField:
@@ -42,6 +36,7 @@ class RememberInput(StrictSerializer):
 
 
 class UpdateInput(StrictSerializer):
+    min_properties = 2  # `expected_version` and at least one field to change
     expected_version = serializers.IntegerField(**_VERSION)
     content = serializers.CharField(max_length=f.CONTENT_MAX, trim_whitespace=False)
     title = serializers.CharField(max_length=f.TITLE_MAX, required=False, allow_null=True, allow_blank=True)
@@ -56,30 +51,25 @@ class UpdateInput(StrictSerializer):
         self.fields["content"].required = False  # present → must be a non-null string
 
 
-class ListQuery(serializers.Serializer):
+class ListQuery(QueryInput):
     query = serializers.CharField(
         max_length=f.QUERY_MAX, required=False, allow_blank=True, trim_whitespace=False
     )
     limit = serializers.IntegerField(min_value=1, max_value=f.LIMIT_MAX, required=False)
-    cursor = serializers.CharField(max_length=f.CURSOR_MAX, required=False, allow_blank=True)
+    cursor = cursor_field()
 
 
-class ForgetQuery(serializers.Serializer):
+class ForgetQuery(QueryInput):
     expected_version = serializers.IntegerField(**_VERSION)
 
 
-class PageQuery(serializers.Serializer):
+class PageQuery(QueryInput):
     limit = serializers.IntegerField(min_value=1, max_value=f.LIMIT_MAX, required=False)
-    cursor = serializers.CharField(max_length=f.CURSOR_MAX, required=False, allow_blank=True)
+    cursor = cursor_field()
 
 
 class ClearInput(StrictSerializer):
-    confirm = serializers.BooleanField()
-
-    def validate_confirm(self, value: bool) -> bool:
-        if value is not True:
-            raise serializers.ValidationError("Send true to confirm clearing every item.")
-        return value
+    confirm = ConfirmField(message="Send true to confirm clearing every item.")
 
 
 class MemoryItemOutput(serializers.Serializer):
@@ -89,9 +79,9 @@ class MemoryItemOutput(serializers.Serializer):
     category = serializers.CharField(allow_null=True)
     tags = serializers.ListField(child=serializers.CharField())
     version = serializers.IntegerField()
-    expires_at = serializers.CharField(allow_null=True)
-    created_at = serializers.CharField()
-    updated_at = serializers.CharField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
     created_by = serializers.CharField()
     updated_by = serializers.CharField()
     indexing_state = serializers.CharField()
@@ -117,11 +107,12 @@ class RecallItemOutput(MemoryItemOutput):
     highlight = serializers.ListField(child=serializers.CharField(), required=False)
 
 
-class PageOutput(serializers.Serializer):
-    results = RecallItemOutput(many=True)
-    next_cursor = serializers.CharField(allow_null=True)
-    retrieval = serializers.CharField()
-    degraded = serializers.CharField(allow_null=True)
+PageOutput = page_serializer(
+    "MemoryPage",
+    RecallItemOutput,
+    retrieval=serializers.CharField(),
+    degraded=serializers.CharField(allow_null=True),
+)
 
 
 class RevisionOutput(serializers.Serializer):
@@ -134,14 +125,12 @@ class RevisionOutput(serializers.Serializer):
     )
     category = serializers.CharField(allow_null=True)
     tags = serializers.ListField(child=serializers.CharField())
-    expires_at = serializers.CharField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
     actor = serializers.CharField()
-    created_at = serializers.CharField()
+    created_at = serializers.DateTimeField()
 
 
-class RevisionPageOutput(serializers.Serializer):
-    results = RevisionOutput(many=True)
-    next_cursor = serializers.CharField(allow_null=True)
+RevisionPageOutput = page_serializer("RevisionPage", RevisionOutput)
 
 
 class ClearOutput(serializers.Serializer):

@@ -14,12 +14,30 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from graphs.selectors import workflow_for_owner
-from memory import selectors, services
+from memory import errors, selectors, services
 from memory.api import serializers as s
 from memory.errors import invalid_field
 from memory.fields import OPERATION_ID_MAX
 from memory.scope import MemoryScope, memory_scope
 from opencompany.core.api import ScopedSettingsThrottle
+from opencompany.core.openapi import api_errors, api_links
+from opencompany.core.pagination import page_body
+
+# The header's limits as the view checks them (`operation_id`).
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    {"type": "string", "minLength": 1, "maxLength": OPERATION_ID_MAX, "pattern": r"\S"},
+    OpenApiParameter.HEADER,
+    description="Makes the write idempotent: a replay answers as the first call did.",
+)
+
+
+# The item a remember created, in the Memory it was written to (OpenAPI links).
+_ITEM_LINK = {
+    "workflow_id": "$request.path.workflow_id",
+    "memory_node_id": "$request.path.memory_node_id",
+    "memory_id": "$response.body#/memory/id",
+}
 
 
 class MemoryWriteThrottle(ScopedSettingsThrottle):
@@ -86,8 +104,7 @@ class MemoryItemsView(MemoryView):
             page = selectors.memory_list(**common)
         return Response(
             {
-                "results": page.items,
-                "next_cursor": page.next_cursor,
+                **page_body(page.items, page.next_cursor),
                 "retrieval": page.retrieval,
                 "degraded": page.degraded,
             }
@@ -95,8 +112,18 @@ class MemoryItemsView(MemoryView):
 
     @extend_schema(
         request=s.RememberInput,
+        operation_id="memory_items_create",
         responses={201: s.MutationOutput, 200: s.MutationOutput},
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        parameters=[IDEMPOTENCY_KEY],
+    )
+    @api_errors({409: [errors.IDEMPOTENCY_KEY_REUSED, errors.MEMORY_QUOTA_EXCEEDED]})
+    @api_links(
+        201,
+        {
+            "memory_item_get": _ITEM_LINK,
+            "memory_item_revisions_list": _ITEM_LINK,
+            "memory_item_destroy": {**_ITEM_LINK, "expected_version": "$response.body#/memory/version"},
+        },
     )
     def post(self, request: Request, workflow_id: str, memory_node_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
@@ -120,9 +147,11 @@ class MemoryItemView(MemoryView):
 
     @extend_schema(
         request=s.UpdateInput,
+        operation_id="memory_item_update",
         responses=s.MutationOutput,
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        parameters=[IDEMPOTENCY_KEY],
     )
+    @api_errors({409: [errors.VERSION_CONFLICT, errors.IDEMPOTENCY_KEY_REUSED]})
     def patch(self, request: Request, workflow_id: str, memory_node_id: str, memory_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
         body = s.UpdateInput(data=request.data)
@@ -140,25 +169,29 @@ class MemoryItemView(MemoryView):
         return Response(result.as_dict())
 
     @extend_schema(
-        parameters=[s.ForgetQuery, OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
-        responses=s.MutationOutput,
+        parameters=[s.ForgetQuery, IDEMPOTENCY_KEY],
+        operation_id="memory_item_destroy",
+        responses={204: None},
     )
+    @api_errors({409: [errors.VERSION_CONFLICT, errors.IDEMPOTENCY_KEY_REUSED]})
     def delete(self, request: Request, workflow_id: str, memory_node_id: str, memory_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
         params = s.ForgetQuery(data=request.query_params)
         params.is_valid(raise_exception=True)
-        result = services.memory_forget(
+        services.memory_forget(
             scope=scope,
             memory_id=memory_id,
             expected_version=params.validated_data["expected_version"],
             actor=self.actor(request),
             operation_id=self.operation_id(request),
         )
-        return Response(result.as_dict())
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MemoryRevisionsView(MemoryView):
-    @extend_schema(parameters=[s.PageQuery], responses=s.RevisionPageOutput)
+    @extend_schema(
+        parameters=[s.PageQuery], responses=s.RevisionPageOutput, operation_id="memory_item_revisions_list"
+    )
     def get(self, request: Request, workflow_id: str, memory_node_id: str, memory_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
         params = s.PageQuery(data=request.query_params)
@@ -169,15 +202,17 @@ class MemoryRevisionsView(MemoryView):
             limit=params.validated_data.get("limit"),
             cursor=params.validated_data.get("cursor") or None,
         )
-        return Response(page)
+        return Response(page_body(page["results"], page["next_cursor"]))
 
 
 class MemoryClearView(MemoryView):
     @extend_schema(
         request=s.ClearInput,
+        operation_id="memory_clear",
         responses=s.ClearOutput,
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        parameters=[IDEMPOTENCY_KEY],
     )
+    @api_errors({409: [errors.IDEMPOTENCY_KEY_REUSED]})
     def post(self, request: Request, workflow_id: str, memory_node_id: str) -> Response:
         scope = self.scope(request, workflow_id, memory_node_id)
         body = s.ClearInput(data=request.data)

@@ -9,7 +9,9 @@ from typing import Any, TypedDict
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db.models import Field
 from django.http import Http404
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import exceptions as drf_exceptions
+from rest_framework import serializers
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
@@ -138,3 +140,83 @@ class ScopedSettingsThrottle(ScopedRateThrottle):
         if self.safe_methods_free and request.method in ("GET", "HEAD", "OPTIONS"):
             return True
         return super().allow_request(request, view)
+
+
+# The JSON type each DRF field takes in a request body: DRF would turn `0` into False, `3` into "3" and
+# "3" into 3, which a client generated from the schema never sends and should not rely on.
+_JSON_TYPES: list[tuple[type[serializers.Field], tuple[type, ...], str]] = [
+    (serializers.BooleanField, (bool,), "a boolean"),
+    (serializers.IntegerField, (int,), "an integer"),
+    (serializers.FloatField, (int, float), "a number"),
+    (serializers.ListField, (list,), "a list"),
+    (serializers.DictField, (dict,), "an object"),
+    (serializers.Serializer, (dict,), "an object"),
+    (serializers.CharField, (str,), "a string"),
+    (serializers.DateTimeField, (str,), "a string"),
+]
+
+
+def _json_type_error(field: serializers.Field, value: Any) -> str | None:
+    for kind, types, name in _JSON_TYPES:
+        if isinstance(field, kind):
+            wrong_bool = isinstance(value, bool) and bool not in types
+            return None if isinstance(value, types) and not wrong_bool else f"Must be {name}."
+    return None
+
+
+# A request body read as JSON: every declared field takes its JSON type and nothing it would have to
+# coerce, and a field the serializer does not declare is refused (the schema says `additionalProperties:
+# false`), so a typo never passes silently. Comments, not a docstring: the schema would show it on every body.
+class JSONInput(serializers.Serializer):
+    refuse_unknown_fields = True
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return super().to_internal_value(data)
+        problems: dict[str, Any] = {}
+        if self.refuse_unknown_fields:
+            problems.update({name: ["Unknown field."] for name in sorted(set(data) - set(self.fields))})
+        for name, field in self.fields.items():
+            value = data.get(name)
+            if name in data and value is not None and not field.read_only:
+                problem = _json_type_error(field, value)
+                if problem:
+                    problems[name] = [problem]
+        if not problems:
+            return super().to_internal_value(data)
+        try:
+            super().to_internal_value({k: v for k, v in data.items() if k not in problems})
+        except serializers.ValidationError as exc:
+            if isinstance(exc.detail, dict):
+                problems = {**exc.detail, **problems}
+        raise serializers.ValidationError(problems)
+
+
+class QueryInput(serializers.Serializer):
+    """Query parameters read as the schema describes them: an empty value is a value (refused where the
+    field allows no blank), not DRF's HTML-form reading of an empty input as an absent one."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if hasattr(data, "getlist"):
+            data = {
+                name: data.getlist(name)
+                if isinstance(self.fields.get(name), serializers.ListField)
+                else data[name]
+                for name in data
+                if name in self.fields
+            }
+        return super().to_internal_value(data)
+
+
+@extend_schema_field({"type": "boolean", "enum": [True], "description": "Must be true."})
+class ConfirmField(serializers.BooleanField):
+    """`confirm: true`, the explicit yes of a destructive request; anything else is refused."""
+
+    def __init__(self, *, message: str, **kwargs: Any) -> None:
+        self.refusal = message
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> bool:
+        if data is not True:
+            raise serializers.ValidationError(self.refusal)
+        return True

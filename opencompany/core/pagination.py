@@ -1,9 +1,10 @@
-"""Cursor pagination: opaque, signed cursors (django.core.signing) bound to what they page over, and
-the two keyset orders the list endpoints page in.
+"""Cursor pagination: opaque, signed cursors (django.core.signing) bound to what they page over, the
+keyset orders the list endpoints page in, and the one page shape every list answers with:
+`{"results": [...], "next_cursor": str | null, "has_more": bool}` (`page_body`, `page_serializer`).
 
 - `NewestFirst`: newest rows first by `(created_at, pk)`; the cursor holds the last row's pair.
-- `Ascending`: ascending by one integer column (a sequence number, a version); the cursor holds the
-  last value returned.
+- `Ascending`: ascending (or, with `descending=True`, descending) by one integer column (a sequence
+  number, a version, an id); the cursor holds the last value returned.
 
 A cursor is refused with `invalid_cursor` when it was tampered with, belongs to another listing (its
 `salt` or `bound_to` differ) or holds a position of the wrong form.
@@ -17,10 +18,43 @@ from typing import Any
 
 from django.core import signing
 from django.db.models import Model, Q, QuerySet
+from rest_framework import serializers
 
 from opencompany.core.errors import ApplicationError
 
 INVALID_CURSOR = "invalid_cursor"
+# Cursors are `django.core.signing` tokens: URL-safe characters, far shorter than this.
+CURSOR_MAX = 1024
+CURSOR_PATTERN = r"^[A-Za-z0-9_:.\-]+$"
+
+
+def page_body(results: list[Any], next_cursor: str | None) -> dict[str, Any]:
+    """The one list shape: the page's rows, the cursor of the next page, whether there is one."""
+    return {"results": results, "next_cursor": next_cursor, "has_more": next_cursor is not None}
+
+
+def page_serializer(name: str, item: type[serializers.Serializer], **extra: serializers.Field) -> type:
+    """The output serializer of a list of `item`s (`extra`: fields a listing adds beside the page)."""
+    fields: dict[str, Any] = {
+        "results": item(many=True),
+        "next_cursor": serializers.CharField(
+            allow_null=True, help_text="Pass as `cursor` for the next page; null on the last page."
+        ),
+        "has_more": serializers.BooleanField(help_text="Whether a next page exists."),
+        **extra,
+    }
+    return type(name, (serializers.Serializer,), fields)
+
+
+def cursor_field() -> serializers.RegexField:
+    return serializers.RegexField(
+        CURSOR_PATTERN,
+        required=False,
+        allow_blank=True,
+        max_length=CURSOR_MAX,
+        help_text="The `next_cursor` of the previous page.",
+        error_messages={"invalid": "Not a cursor this API gave out."},
+    )
 
 
 def make_cursor(*, salt: str, bound_to: Any, position: Any) -> str:
@@ -89,11 +123,12 @@ class NewestFirst:
 
 @dataclass(frozen=True)
 class Ascending:
-    """Keyset pages in ascending order of the integer column `field`."""
+    """Keyset pages in ascending order of the integer column `field` (descending with `descending`)."""
 
     field: str
     salt: str
     bound_to: Any
+    descending: bool = False
 
     def after(self, cursor: str | None) -> int | None:
         """The last value the previous page returned (None for the first page)."""
@@ -111,9 +146,10 @@ class Ascending:
     def page[M: Model](self, queryset: QuerySet[M], *, cursor: str | None, size: int) -> Page[M]:
         """Up to `size` rows after the cursor's value (from the lowest when there is none)."""
         after = self.after(cursor)
+        beyond = "lt" if self.descending else "gt"
         if after is not None:
-            queryset = queryset.filter(**{f"{self.field}__gt": after})
-        rows = list(queryset.order_by(self.field)[: size + 1])
+            queryset = queryset.filter(**{f"{self.field}__{beyond}": after})
+        rows = list(queryset.order_by(f"-{self.field}" if self.descending else self.field)[: size + 1])
         if len(rows) <= size:
             return Page(rows, None)
         rows = rows[:size]

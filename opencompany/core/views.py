@@ -20,11 +20,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from opencompany.core import logins, tokens
-from opencompany.core.api import ScopedSettingsThrottle
+from opencompany.core.api import JSONInput, ScopedSettingsThrottle
 from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, invalid, render_error
+from opencompany.core.openapi import api_errors
+
+INVALID_CREDENTIALS = "invalid_credentials"
 
 
-class AuthTokenInput(serializers.Serializer):
+class AuthTokenInput(JSONInput):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=4096, trim_whitespace=False)
 
@@ -47,10 +50,12 @@ class AuthTokenView(APIView):
 
     @extend_schema(
         request=AuthTokenInput,
+        operation_id="auth_token_create",
         responses=inline_serializer(
             "AuthTokenOutput", {"token": serializers.CharField(), "expires_at": serializers.DateTimeField()}
         ),
     )
+    @api_errors({401: [INVALID_CREDENTIALS]})
     def post(self, request: Request) -> Response:
         data = AuthTokenInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -61,13 +66,13 @@ class AuthTokenView(APIView):
         user = authenticate(request._request, username=username, password=data.validated_data["password"])
         if user is None or not user.is_active:
             # The failure was counted by `authenticate` (its `user_login_failed` signal).
-            raise ApplicationError("invalid_credentials", "Wrong username or password.", status=401)
+            raise ApplicationError(INVALID_CREDENTIALS, "Wrong username or password.", status=401)
         logins.login_succeeded(request=request, username=username)
         token, expires_at = tokens.token_issue(user=user)
         return Response({"token": token, "expires_at": expires_at})
 
 
-class RevokeTokenInput(serializers.Serializer):
+class RevokeTokenInput(JSONInput):
     all = serializers.BooleanField(default=False)
 
 
@@ -77,6 +82,7 @@ class RevokeTokenView(APIView):
 
     @extend_schema(
         request=RevokeTokenInput,
+        operation_id="auth_token_revoke",
         responses=inline_serializer("RevokeTokenOutput", {"revoked": serializers.IntegerField()}),
     )
     def post(self, request: Request) -> Response:

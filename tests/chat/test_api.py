@@ -148,14 +148,8 @@ def test_delete_chat_archives_it_and_empties_the_agents_conversation(api_client,
 
     response = api_client.delete(chat_url(workflow))
 
-    assert response.status_code == 200
-    assert response.json() == {
-        "cleared": True,
-        "archived_chat_id": thread.pk,
-        "runs_ended": [],
-        "conversations_archived": 1,
-    }
-    archived = ChatThread.objects.get()
+    assert (response.status_code, response.content) == (204, b"")
+    archived = ChatThread.objects.get(pk=thread.pk)
     assert archived.workflow_id is None
     assert archived.home_workflow_id == workflow.pk
     assert archived.archived_at is not None
@@ -608,3 +602,15 @@ def test_a_repeated_edit_with_its_client_message_id_is_idempotent(api_client, wo
     assert again.json()["message"]["id"] == first.json()["message"]["id"]
     assert (other.status_code, other.json()["code"]) == (409, "idempotency_key_reused")
     assert ChatMessage.objects.filter(meta__edit_of=admission.message.uid).count() == 1
+
+
+def test_retrying_an_answer_that_is_not_the_last_is_a_conflict_and_starts_no_run(api_client, workflow):
+    first = answered(workflow, "First question")
+    answered(workflow, "Second question")
+
+    response = api_client.post(
+        chat_url(workflow, f"/messages/{reply_of(first).uid}/retry"), {}, format="json"
+    )
+
+    assert (response.status_code, response.json()["code"]) == (409, "not_editable")
+    assert ChatRun.objects.count() == 2

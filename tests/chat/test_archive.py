@@ -212,14 +212,14 @@ def test_chats_are_listed_newest_first_with_title_date_and_count(api_client, wor
 
     assert response.status_code == 200
     body = response.json()
-    assert body["next"] is None
+    assert (body["next_cursor"], body["has_more"]) == (None, False)
     assert [
         (c["id"], c["title"], c["titled"], c["current"], c["message_count"]) for c in body["results"]
     ] == [
         (second.pk, "Second chat", False, True, 4),
         (first.pk, "First chat question", False, False, 2),
     ]
-    assert body["results"][1]["archived_at"] == first.archived_at.isoformat()
+    assert body["results"][1]["archived_at"] == first.archived_at.isoformat().replace("+00:00", "Z")
     assert body["results"][0]["archived_at"] is None
 
 
@@ -232,11 +232,11 @@ def test_the_chat_list_pages_with_a_cursor_in_a_fixed_number_of_queries(
 
     with django_assert_num_queries(3):  # token auth, workflow, one page with its counts and titles
         first = api_client.get(chats_url(workflow), {"limit": 2})
-    second = api_client.get(chats_url(workflow), {"limit": 2, "cursor": first.json()["next"]})
+    second = api_client.get(chats_url(workflow), {"limit": 2, "cursor": first.json()["next_cursor"]})
 
     assert [c["title"] for c in first.json()["results"]] == ["Chat 2", "Chat 1"]
     assert [c["title"] for c in second.json()["results"]] == ["Chat 0"]
-    assert second.json()["next"] is None
+    assert (second.json()["next_cursor"], second.json()["has_more"]) == (None, False)
 
 
 def test_an_archived_chat_opens_read_only_through_the_api(api_client, workflow):

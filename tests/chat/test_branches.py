@@ -322,7 +322,7 @@ def test_editing_an_assistant_message_is_not_editable(workflow):
         "not_editable", services.chat_edit, workflow=workflow, message_uid=reply_uid(original), text="x"
     )
 
-    assert error.status == 400
+    assert error.status == 409  # a well-formed request the message's role refuses: a conflict
     assert chat_rows() == before
 
 

@@ -144,7 +144,7 @@ def _in_background(run_id: str) -> threading.Thread:
 
 
 def _row(api_client: Any, workflow: Any) -> dict[str, Any]:
-    rows = api_client.get(f"/api/v1/workflows/{workflow.pk}/conversations").json()
+    rows = api_client.get(f"/api/v1/workflows/{workflow.pk}/conversations").json()["results"]
     return next(r for r in rows if r["generation"] == 1)
 
 
@@ -426,7 +426,7 @@ def test_the_request_record_references_what_was_sent_and_the_owner_alone_can_rea
     page = api_client.get(base).json()
 
     (record,) = page["results"]
-    assert page["next"] is None
+    assert (page["next_cursor"], page["has_more"]) == (None, False)
     assert (
         record["kind"],
         record["provider"],

@@ -222,7 +222,7 @@ def test_a_switch_from_anthropic_to_openai_sends_no_anthropic_signature_and_the_
     assert archive.messages[1]["content"][0]["signature"] == SIGNATURE
 
     page = api_client.get(f"/api/v1/workflows/{workflow.pk}/conversations/{key.agent_node_id}").json()
-    assert [(m["runtime"], m["fidelity"], m["epoch"]) for m in page["messages"]] == [
+    assert [(m["runtime"], m["fidelity"], m["epoch"]) for m in page["results"]] == [
         (None, None, None),
         ("anthropic", "portable", 1),
         (None, None, None),

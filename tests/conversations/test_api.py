@@ -26,7 +26,8 @@ def test_list_returns_metadata_only(api_client, workflow, key):
     response = api_client.get(_url(workflow))
 
     assert response.status_code == 200
-    [row] = response.json()
+    assert (response.json()["next_cursor"], response.json()["has_more"]) == (None, False)
+    [row] = response.json()["results"]
     assert {k: row[k] for k in ("generation", "agent_node_id", "length", "revision", "notes")} == {
         "generation": 1,
         "agent_node_id": key.agent_node_id,
@@ -46,21 +47,44 @@ def test_list_query_count_does_not_grow_with_conversations(api_client, workflow,
     with django_assert_num_queries(3):  # token auth, the owner's workflow, the conversations
         response = api_client.get(_url(workflow))
 
-    assert len(response.json()) == 3
+    assert len(response.json()["results"]) == 3
+
+
+def test_list_pages_with_a_cursor_and_filters_by_generation_and_agent(api_client, workflow):
+    for generation, agent in [(1, "a"), (1, "b"), (2, "a")]:
+        k = ConversationKey(workflow_id=workflow.pk, generation=generation, agent_node_id=agent)
+        conversation_append(key=k, messages=turns(1), expected_length=0)
+
+    first = api_client.get(_url(workflow), {"limit": 2}).json()
+    second = api_client.get(_url(workflow), {"limit": 2, "cursor": first["next_cursor"]}).json()
+    only = api_client.get(_url(workflow), {"generation": 1, "agent_node_id": "b"}).json()
+    forged = api_client.get(_url(workflow), {"cursor": first["next_cursor"] + "x"})
+
+    assert [(r["generation"], r["agent_node_id"]) for r in first["results"]] == [(2, "a"), (1, "b")]
+    assert first["has_more"] is True
+    assert [(r["generation"], r["agent_node_id"]) for r in second["results"]] == [(1, "a")]
+    assert (second["next_cursor"], second["has_more"]) == (None, False)
+    assert [(r["generation"], r["agent_node_id"]) for r in only["results"]] == [(1, "b")]
+    assert (forged.status_code, forged.json()["code"]) == (400, "invalid_cursor")
 
 
 def test_read_paginates_messages_by_seq(api_client, workflow, key):
     conversation_append(key=key, messages=turns(5), expected_length=0)
 
     first = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2}).json()
-    second = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2, "cursor": first["next"]}).json()
-    third = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2, "cursor": second["next"]}).json()
+    second = api_client.get(
+        _url(workflow, key.agent_node_id), {"limit": 2, "cursor": first["next_cursor"]}
+    ).json()
+    third = api_client.get(
+        _url(workflow, key.agent_node_id), {"limit": 2, "cursor": second["next_cursor"]}
+    ).json()
 
-    assert [m["seq"] for m in first["messages"]] == [0, 1]
-    assert [m["seq"] for m in second["messages"]] == [2, 3]
-    assert [m["seq"] for m in third["messages"]] == [4]
-    assert third["next"] is None
-    assert [m["message"] for m in first["messages"] + second["messages"] + third["messages"]] == turns(5)
+    assert [m["seq"] for m in first["results"]] == [0, 1]
+    assert first["has_more"] is True
+    assert [m["seq"] for m in second["results"]] == [2, 3]
+    assert [m["seq"] for m in third["results"]] == [4]
+    assert (third["next_cursor"], third["has_more"]) == (None, False)
+    assert [m["message"] for m in first["results"] + second["results"] + third["results"]] == turns(5)
     assert (first["length"], first["revision"], first["generation"]) == (5, 1, 1)
 
 
@@ -75,7 +99,7 @@ def test_read_takes_a_generation(api_client, workflow, key):
 
 def test_a_cursor_of_another_conversation_is_refused(api_client, workflow, key):
     conversation_append(key=key, messages=turns(5), expected_length=0)
-    cursor = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2}).json()["next"]
+    cursor = api_client.get(_url(workflow, key.agent_node_id), {"limit": 2}).json()["next_cursor"]
     other = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="other-agent")
     conversation_append(key=other, messages=turns(1), expected_length=0)
 
@@ -90,9 +114,8 @@ def test_delete_clears_into_an_archive(api_client, workflow, key):
 
     response = api_client.delete(_url(workflow, key.agent_node_id))
 
-    assert response.status_code == 200
-    assert response.json()["cleared"] is True
-    assert response.json()["archive_id"] == ConversationArchive.objects.get().pk
+    assert (response.status_code, response.content) == (204, b"")
+    assert ConversationArchive.objects.get().length == 2
     assert AgentConversation.objects.get().length == 0
 
 

@@ -18,7 +18,7 @@ def api_state(page: Any, workflow: Any) -> dict[str, Any]:
     """The conversation row and the agent's lifetime usage, read through the API by the signed-in page."""
     return page.evaluate(
         """async ([base, agent]) => {
-            const rows = await (await fetch(`${base}/conversations`)).json();
+            const rows = (await (await fetch(`${base}/conversations?agent_node_id=${encodeURIComponent(agent)}`)).json()).results;
             const usage = await (await fetch(`${base}/usage?agent_node_id=${encodeURIComponent(agent)}`)).json();
             const row = rows.find((r) => r.agent_node_id === agent) || null;
             return {row, usage};

@@ -32,7 +32,7 @@ def test_token_then_list_workflows(owner, workflow, anon_client):
     assert [w["id"] for w in body["results"]] == [workflow.pk]
     assert body["results"][0]["generation"] == 1
     assert body["results"][0]["state"] == "live"
-    assert body["next"] is None
+    assert (body["next_cursor"], body["has_more"]) == (None, False)
 
 
 def test_wrong_password_is_401_with_a_code(owner, anon_client):
@@ -51,11 +51,12 @@ def test_list_is_cursor_paginated(owner, api_client):
         services.workflow_create(owner=owner, name=f"w{i}")
 
     first = api_client.get("/api/v1/workflows").json()
-    second = api_client.get("/api/v1/workflows", {"cursor": first["next"]}).json()
+    second = api_client.get("/api/v1/workflows", {"cursor": first["next_cursor"]}).json()
 
     assert len(first["results"]) == 50
     assert len(second["results"]) == 3
-    assert second["next"] is None
+    assert (second["next_cursor"], second["has_more"]) == (None, False)
+    assert first["has_more"] is True
     ids = [w["id"] for w in first["results"] + second["results"]]
     assert len(set(ids)) == 53
 

@@ -65,7 +65,7 @@ export class ChatList {
     try {
       const page = await api("GET", `${this.base}?${params}`);
       this.items = append ? [...this.items, ...page.results] : page.results;
-      this.next = page.next;
+      this.next = page.next_cursor;
       this.el.status.textContent = this.items.length ? "" : "No chats yet. Your first message starts one.";
       this.render();
     } catch (error) {

@@ -32,7 +32,9 @@ export class ContextPanel {
     if (!page.agentId) return;
     let rows = [];
     try {
-      rows = await api("GET", `${page.apiBase}/conversations`);
+      const query = new URLSearchParams({ agent_node_id: page.agentId, limit: "1" });
+      if (page.generation > 0) query.set("generation", String(page.generation));
+      rows = (await api("GET", `${page.apiBase}/conversations?${query}`)).results;
     } catch {
       return;
     }
