@@ -12,10 +12,13 @@ answers the same three questions, and `memory.search.scoring` ranks the answers 
 - `recent`: the most recently updated items, for a query without searchable words.
 
 PostgreSQL: a stored generated `tsvector` (`search`, text search configuration `memory_porter`:
-Porter stems of every word, punctuation read as spaces) with a GIN index, and a `pg_trgm`
-GIN index over `(namespace, item text)`. SQLite: FTS5 tables `memory_item_fts` (porter + unicode61)
-and `memory_item_trigram` (trigram tokenizer), kept by triggers in the writing transaction. Query
-words are runs of letters and digits, quoted for each syntax, and always bound as parameters.
+Porter stems of every word, punctuation read as spaces) with a GIN index over `(namespace, search)`,
+and a `pg_trgm` GIN index over `(namespace, item text)`; prefixes are stem prefixes read by the
+`simple` configuration, so they are not stemmed again. SQLite: FTS5 tables `memory_item_fts`
+(porter + unicode61) and `memory_item_trigram` (trigram tokenizer), kept by triggers in the writing
+transaction, and the `fts5vocab` table `memory_item_terms` over the first, where prefixes are looked
+up among the indexed stems. Query words are runs of letters and digits, quoted for each syntax, and
+always bound as parameters.
 """
 
 from __future__ import annotations
@@ -27,13 +30,15 @@ from typing import Any, Protocol
 from django.db import connection
 
 from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
-from memory.search.query import RecallQuery, Term
+from memory.search.query import RecallQuery, Term, prefix_lexeme
 from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate
 from opencompany.core.db import hot_fetchall
 
 FTS_TABLE = "memory_item_fts"
+TERMS_TABLE = "memory_item_terms"  # SQLite: every indexed stem with its item and column (fts5vocab)
 TRIGRAM_TABLE = "memory_item_trigram"
 PG_CONFIG = "memory_porter"
+PG_RAW_CONFIG = "simple"  # reads a prefix as given: the stem prefix is chosen in Python
 CANDIDATES = 200  # items ranked per query: the best-covered ones, newest first among equals
 TOLERANT_CANDIDATES = 100
 TRIGRAM_THRESHOLD = 0.3  # pg_trgm word similarity a typo candidate needs (most one-typo words reach it)
@@ -65,14 +70,17 @@ class TolerantRow:
     content: str
 
 
-# A match the backends compile: ("word", (w,)), ("prefix", (w,)) or ("phrase", (w1, w2, ...)).
+# A match the backends compile: ("word", (w,)) matches w's stem, ("prefix", (p,)) the indexed stems
+# that begin with p as given (see `prefix_lexeme`), ("phrase", (w1, w2, ...)) the stems in sequence.
 Match = tuple[str, tuple[str, ...]]
 
 
 def _term_match(term: Term) -> Match:
     if term.is_phrase:
         return ("phrase", term.words)
-    return ("prefix" if term.prefix else "word", term.words)
+    if term.prefix:
+        return ("prefix", (prefix_lexeme(term.words[0]),))
+    return ("word", term.words)
 
 
 class Backend(Protocol):
@@ -134,7 +142,7 @@ def _match_columns(backend: Backend, query: RecallQuery) -> tuple[list[tuple[str
     for i, word in enumerate(query.words):
         add(f"e{i}", backend.cond(("word", (word.text,))))
         if word.prefix or word.compound:
-            add(f"x{i}", backend.cond(("prefix", (word.text,))))
+            add(f"x{i}", backend.cond(("prefix", (word.prefix_lexeme,))))
     for j, phrase in enumerate(query.phrases):
         add(f"p{j}", backend.cond(("phrase", phrase)))
     for k, group in enumerate(query.groups):
@@ -161,9 +169,11 @@ def _field_columns(backend: Backend, query: RecallQuery) -> tuple[list[tuple[str
     columns: list[tuple[str, str]] = []
     params: list[Any] = []
     for i, word in enumerate(query.words):
-        kind = "prefix" if (word.prefix or word.compound) else "word"
+        match: Match = (
+            ("prefix", (word.prefix_lexeme,)) if (word.prefix or word.compound) else ("word", (word.text,))
+        )
         for name in FIELDS:
-            sql, p = backend.cond((kind, (word.text,)), field=name)
+            sql, p = backend.cond(match, field=name)
             columns.append((f"{name}{i}", sql))
             params += p
     return columns, params
@@ -203,7 +213,7 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
     backend = get_backend()
     where, where_params = _filter_sql(filters, vendor=backend.vendor)
     matches: list[Match] = [("word", (w.text,)) for w in query.words]
-    matches += [("prefix", (w.text,)) for w in query.words if w.prefix or w.compound]
+    matches += [("prefix", (w.prefix_lexeme,)) for w in query.words if w.prefix or w.compound]
     matches += [("phrase", p) for p in query.phrases]
     source, any_sql, any_params = backend.any_match(matches)
     columns, column_params = _match_columns(backend, query)
@@ -332,6 +342,11 @@ def _pg_tsquery(match: Match) -> str:
     return _pg_lexeme(words[0]) + (":*" if kind == "prefix" else "")
 
 
+def _pg_config(match: Match) -> str:
+    # A prefix is already the stem prefix to look for: stemming it again would shorten it.
+    return PG_RAW_CONFIG if match[0] == "prefix" else PG_CONFIG
+
+
 def padded_trigrams(word: str) -> list[str]:
     """The trigrams of a word with a space on each side: a typo leaves at least one of them."""
     padded = f" {word} "
@@ -346,15 +361,23 @@ class PostgresBackend:
         if field is not None:  # `search` weighs the title A, tags and category B, the content C
             weight = _PG_WEIGHTS[field]
             text = text + weight if text.endswith(":*") else f"{text}:{weight}"
-        return f"(i.search @@ to_tsquery('{PG_CONFIG}', %s))", [text]
+        return f"(i.search @@ to_tsquery('{_pg_config(match)}', %s))", [text]
 
     def fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         # Prepared on the connection: these statements repeat with every recall.
         return hot_fetchall(sql, params)
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
-        text = " | ".join(f"({_pg_tsquery(m)})" for m in matches)
-        return f"{ITEM_TABLE} i", f"i.search @@ to_tsquery('{PG_CONFIG}', %s)", [text]
+        parts, params = [], []
+        for config in (PG_CONFIG, PG_RAW_CONFIG):
+            texts = [f"({_pg_tsquery(m)})" for m in matches if _pg_config(m) == config]
+            if texts:
+                parts.append(f"to_tsquery('{config}', %s)")
+                params.append(" | ".join(texts))
+        if not parts:
+            return f"{ITEM_TABLE} i", "(1 = 0)", []
+        # One tsquery, so the (namespace, search) index answers it in one scan.
+        return f"{ITEM_TABLE} i", f"i.search @@ ({' || '.join(parts)})", params
 
     # Each condition is its own subquery, driven by the trigram index within the namespace.
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
@@ -385,22 +408,29 @@ class PostgresBackend:
 
 
 _FTS5_COLUMNS = {"title": "title : ", "labels": "{tags category} : ", "content": "content : "}
-
-
-def _fts5_phrase(words: tuple[str, ...]) -> str:
-    # Words are runs of letters/digits only, so a double-quoted string is always literal text.
-    return '"' + " ".join(words) + '"'
+_TERM_COLUMNS = {"title": "'title'", "labels": "'tags', 'category'", "content": "'content'"}
 
 
 def _fts5(match: Match) -> str:
-    kind, words = match
-    return _fts5_phrase(words) + ("*" if kind == "prefix" else "")
+    # Words are runs of letters/digits only, so a double-quoted string is always literal text.
+    return '"' + " ".join(match[1]) + '"'
+
+
+def _prefix_range(prefix: str) -> list[str]:
+    # The stems that begin with `prefix`: FTS5 compares terms as UTF-8 bytes, which order as code points.
+    return [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)]
 
 
 class SqliteBackend:
     vendor = "sqlite"
 
+    # FTS5 would stem a prefix query again ("one"* reads as "on"*), so prefixes are looked up among
+    # the indexed stems themselves (the fts5vocab table), as PostgreSQL's `simple` configuration does.
     def cond(self, match: Match, *, field: str | None = None) -> tuple[str, list[Any]]:
+        if match[0] == "prefix":
+            columns = f" AND col IN ({_TERM_COLUMNS[field]})" if field is not None else ""
+            sql = f"(i.id IN (SELECT doc FROM {TERMS_TABLE} WHERE term >= %s AND term < %s{columns}))"  # noqa: S608 - our table, values bound
+            return sql, _prefix_range(match[1][0])
         text = (_FTS5_COLUMNS[field] if field is not None else "") + _fts5(match)
         return f"(i.id IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s))", [text]  # noqa: S608 - our table, value bound
 
@@ -410,8 +440,17 @@ class SqliteBackend:
             return list(cursor.fetchall())
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
-        source = f"{FTS_TABLE} JOIN {ITEM_TABLE} i ON i.id = {FTS_TABLE}.rowid"
-        return source, f"{FTS_TABLE} MATCH %s", [" OR ".join(_fts5(m) for m in matches)]
+        parts, params = [], []
+        words = [_fts5(m) for m in matches if m[0] != "prefix"]
+        if words:
+            parts.append(f"i.id IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)")  # noqa: S608 - our table
+            params.append(" OR ".join(words))
+        for match in matches:
+            if match[0] == "prefix":
+                sql, p = self.cond(match)
+                parts.append(sql)
+                params += p
+        return f"{ITEM_TABLE} i", _or(parts), params
 
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
         # Items sharing any trigram, the ones sharing the most (rarest) first: bm25 over trigrams.

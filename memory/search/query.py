@@ -63,6 +63,14 @@ def stem(word: str) -> str:
     return str(_stemmer().stemWord(word))
 
 
+def prefix_lexeme(word: str) -> str:
+    """What a prefix match of `word` looks for at the start of indexed stems: its stem ("docs" →
+    "doc", so "documentation" is found), or the word as typed when the stem is shorter than
+    `PREFIX_MIN` letters ("one" stems to "on", which would begin every "on…" word)."""
+    stemmed = stem(word)
+    return stemmed if len(stemmed) >= PREFIX_MIN else word
+
+
 @dataclass(frozen=True)
 class Term:
     words: tuple[str, ...]
@@ -166,6 +174,11 @@ class QueryWord:
     @property
     def stem(self) -> str:
         return stem(self.text)
+
+    @property
+    def prefix_lexeme(self) -> str:
+        """What its prefix and compound matches look for at the start of indexed stems."""
+        return prefix_lexeme(self.text)
 
     @property
     def prefix(self) -> bool:

@@ -96,9 +96,9 @@ def token_matches(word: QueryWord, token: str, kind: str) -> bool:
     if kind == EXACT:
         return stem(token) == word.stem
     if kind == COMPOUND:
-        return stem(token).startswith(word.stem)
+        return stem(token).startswith(word.prefix_lexeme)
     if kind == PREFIX:
-        return stem(token).startswith(word.stem) or token.startswith(word.text)
+        return stem(token).startswith(word.prefix_lexeme) or token.startswith(word.text)
     return within_edits(word.text, token, word.edits)
 
 

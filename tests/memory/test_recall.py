@@ -250,6 +250,17 @@ def test_the_last_word_as_typed_matches_words_it_begins(scope, query, highlight)
     )
 
 
+@pytest.mark.parametrize(("query", "found", "missed"), [("one", "One", "Only"), ("cas", "Cases", "Cats")])
+def test_a_word_whose_stem_is_shorter_than_three_letters_is_a_prefix_as_typed(scope, query, found, missed):
+    # "one" stems to "on" and "cas" to "ca": a prefix of those stems would find every "on…" and "ca…" word.
+    typed = services.memory_remember(scope=scope, content=f"{found} to keep", actor="owner:1").memory
+    services.memory_remember(scope=scope, content=f"{missed} to keep", actor="owner:1")
+
+    page = selectors.memory_recall(scope=scope, query=query)
+
+    assert [i["id"] for i in page.items] == [typed["id"]]
+
+
 def test_a_word_of_four_letters_or_more_matches_the_compound_it_begins(scope):
     ids = load_items(scope)
 
