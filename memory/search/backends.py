@@ -92,6 +92,10 @@ class Backend(Protocol):
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]: ...
 
+    def join(self) -> str: ...
+
+    def statement(self, sql: str, params: list[Any]) -> tuple[str, list[Any]]: ...
+
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]: ...
 
     def contains(self, text: str, namespace: str) -> tuple[str, list[Any]]: ...
@@ -236,12 +240,12 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
         f"SELECT c.*, {_select(counts)}, ({coverage}) AS coverage, "
         f"(SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s) AS total "
         f"FROM (SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, {_select(columns)} "
-        f"FROM {source} WHERE {where} AND {any_sql}) c "
+        f"FROM {source}{backend.join()} WHERE {where} AND {any_sql}) c "
         f"WHERE {groups} ORDER BY coverage DESC, c.id DESC LIMIT %s"
-        f") m JOIN {ITEM_TABLE} i ON i.id = m.id"
+        f") m JOIN {ITEM_TABLE} i ON i.id = m.id{backend.join()}"
     )
     params = [*field_params, filters.namespace, *column_params, *where_params, *any_params, limit]
-    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(sql, params)]
+    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(*backend.statement(sql, params))]
     df = {f"w{i}": 0 for i in range(len(query.words))} | {f"p{j}": 0 for j in range(len(query.phrases))}
     if not rows:
         return Found([], df, _namespace_total(filters.namespace))
@@ -285,11 +289,11 @@ def find_tolerant(
         f"SELECT {', '.join(names)} FROM (SELECT i.id AS id, "  # noqa: S608 - fragments are ours, values bound
         "length(i.content) + length(coalesce(i.title, '')) AS len, "
         f"i.title AS title, i.category AS category, i.tag_index AS tag_index, i.content AS body, "
-        f"{_select(columns)} FROM {ITEM_TABLE} i WHERE {where} AND {_or(parts)}) c "
+        f"{_select(columns)} FROM {ITEM_TABLE} i{backend.join()} WHERE {where} AND {_or(parts)}) c "
         f"WHERE {groups} ORDER BY id DESC LIMIT %s"
     )
     params = [*column_params, *where_params, *tolerant_params, limit]
-    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(sql, params)]
+    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(*backend.statement(sql, params))]
     return [
         TolerantRow(
             _candidate(query, row),
@@ -308,19 +312,18 @@ def recent(
     first by `(updated_at, id)`, after the keyset position `after`."""
     backend = get_backend()
     where, params = _filter_sql(filters, vendor=backend.vendor)
-    sql = f"SELECT i.id FROM {ITEM_TABLE} i WHERE {where}"  # noqa: S608 - fragments are ours, values bound
     if query.negatives:
         negation, negation_params = _negation_sql(backend, query.negatives)
-        sql += f" AND {negation}"
+        where += f" AND {negation}"
         params += negation_params
     if after is not None:
-        sql += " AND (i.updated_at < %s OR (i.updated_at = %s AND i.id < %s))"
+        where += " AND (i.updated_at < %s OR (i.updated_at = %s AND i.id < %s))"
         at = connection.ops.adapt_datetimefield_value(after[0])
         params += [at, at, after[1]]
-    sql += " ORDER BY i.updated_at DESC, i.id DESC LIMIT %s"
+    sql = f"SELECT i.id FROM {ITEM_TABLE} i{backend.join()} WHERE {where} ORDER BY i.updated_at DESC, i.id DESC LIMIT %s"  # noqa: S608 - fragments are ours, values bound
     params.append(limit)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(*backend.statement(sql, params))
         return [int(row[0]) for row in cursor.fetchall()]
 
 
@@ -354,30 +357,51 @@ def padded_trigrams(word: str) -> list[str]:
 
 
 class PostgresBackend:
+    """Every tsquery of a statement is parsed once, in a one-row `q` it joins: written inline, a
+    prepared statement's generic plan would parse and stem it again for every row it looks at."""
+
     vendor = "postgresql"
+
+    def __init__(self) -> None:
+        self._queries: dict[tuple[str, ...], str] = {}  # (config, text, ...) → column of `q`
+
+    def _ref(self, *key: str) -> str:
+        return "q." + self._queries.setdefault(key, f"t{len(self._queries)}")
+
+    def join(self) -> str:
+        return " CROSS JOIN q" if self._queries else ""
+
+    def statement(self, sql: str, params: list[Any]) -> tuple[str, list[Any]]:
+        if not self._queries:
+            return sql, params
+        columns, prelude = [], []
+        for key, alias in self._queries.items():
+            parts = [f"to_tsquery('{key[n]}', %s)" for n in range(0, len(key), 2)]
+            columns.append(f"({' || '.join(parts)}) AS {alias}")
+            prelude += key[1::2]
+        return f"WITH q AS MATERIALIZED (SELECT {', '.join(columns)}) {sql}", [*prelude, *params]
 
     def cond(self, match: Match, *, field: str | None = None) -> tuple[str, list[Any]]:
         text = _pg_tsquery(match)
         if field is not None:  # `search` weighs the title A, tags and category B, the content C
             weight = _PG_WEIGHTS[field]
             text = text + weight if text.endswith(":*") else f"{text}:{weight}"
-        return f"(i.search @@ to_tsquery('{_pg_config(match)}', %s))", [text]
+        return f"(i.search @@ {self._ref(_pg_config(match), text)})", []
 
     def fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         # Prepared on the connection: these statements repeat with every recall.
         return hot_fetchall(sql, params)
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
-        parts, params = [], []
+        key: list[str] = []
         for config in (PG_CONFIG, PG_RAW_CONFIG):
             texts = [f"({_pg_tsquery(m)})" for m in matches if _pg_config(m) == config]
             if texts:
-                parts.append(f"to_tsquery('{config}', %s)")
-                params.append(" | ".join(texts))
-        if not parts:
+                key += [config, " | ".join(texts)]
+        if not key:
             return f"{ITEM_TABLE} i", "(1 = 0)", []
         # One tsquery, so the (namespace, search) index answers it in one scan.
-        return f"{ITEM_TABLE} i", f"i.search @@ ({' || '.join(parts)})", params
+        return f"{ITEM_TABLE} i", f"i.search @@ {self._ref(*key)}", []
 
     # Each condition is its own subquery, driven by the trigram index within the namespace.
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
@@ -423,6 +447,12 @@ def _prefix_range(prefix: str) -> list[str]:
 
 class SqliteBackend:
     vendor = "sqlite"
+
+    def join(self) -> str:
+        return ""
+
+    def statement(self, sql: str, params: list[Any]) -> tuple[str, list[Any]]:
+        return sql, params
 
     # FTS5 would stem a prefix query again ("one"* reads as "on"*), so prefixes are looked up among
     # the indexed stems themselves (the fts5vocab table), as PostgreSQL's `simple` configuration does.
