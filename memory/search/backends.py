@@ -374,7 +374,8 @@ class PostgresBackend:
     def statement(self, sql: str, params: list[Any]) -> tuple[str, list[Any]]:
         if not self._queries:
             return sql, params
-        columns, prelude = [], []
+        columns: list[str] = []
+        prelude: list[Any] = []
         for key, alias in self._queries.items():
             parts = [f"to_tsquery('{key[n]}', %s)" for n in range(0, len(key), 2)]
             columns.append(f"({' || '.join(parts)}) AS {alias}")
