@@ -173,13 +173,15 @@ def _field_columns(backend: Backend, query: RecallQuery) -> tuple[list[tuple[str
     columns: list[tuple[str, str]] = []
     params: list[Any] = []
     for i, word in enumerate(query.words):
-        match: Match = (
-            ("prefix", (word.prefix_lexeme,)) if (word.prefix or word.compound) else ("word", (word.text,))
-        )
+        matches: list[Match] = [("word", (word.text,))]
+        if word.prefix or word.compound:
+            # The prefix covers the word as written unless it is the word as typed ("one" stems to "on").
+            prefix: Match = ("prefix", (word.prefix_lexeme,))
+            matches = [prefix] if word.stem.startswith(word.prefix_lexeme) else [*matches, prefix]
         for name in FIELDS:
-            sql, p = backend.cond(match, field=name)
-            columns.append((f"{name}{i}", sql))
-            params += p
+            conditions = [backend.cond(match, field=name) for match in matches]
+            columns.append((f"{name}{i}", _or([sql for sql, _ in conditions])))
+            params += [value for _, p in conditions for value in p]
     return columns, params
 
 

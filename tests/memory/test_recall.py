@@ -261,6 +261,18 @@ def test_a_word_whose_stem_is_shorter_than_three_letters_is_a_prefix_as_typed(sc
     assert [i["id"] for i in page.items] == [typed["id"]]
 
 
+def test_a_last_word_matched_as_written_counts_the_fields_it_is_in(scope):
+    # "one" looks for stems beginning "one", but "One" in a title is indexed as "on": still a title match.
+    in_title = services.memory_remember(
+        scope=scope, title="One", content="Espresso at nine.", actor="owner:1"
+    ).memory
+    in_content = services.memory_remember(scope=scope, content="Drink one.", actor="owner:1").memory
+
+    page = selectors.memory_recall(scope=scope, query="one")
+
+    assert [i["id"] for i in page.items] == [in_title["id"], in_content["id"]]
+
+
 def test_a_word_of_four_letters_or_more_matches_the_compound_it_begins(scope):
     ids = load_items(scope)
 
