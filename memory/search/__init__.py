@@ -67,7 +67,7 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
                 word = query.words[i]
                 if word.surface_prefix and any(t.startswith(word.text) for t in tokens):
                     kinds[i] = PREFIX
-                elif word.edits and any(within_edits(word.text, t, word.edits) for t in tokens):
+                elif word.edits and _near(word.text, tokens, word.edits):
                     kinds[i] = TYPO
             if not kinds:
                 continue
@@ -82,3 +82,9 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
                     name for name, found in texts.items() if any(token_matches(word, t, kind) for t in found)
                 }
     return rank(query, list(candidates.values()), df=df, total=found.total)
+
+
+def _near(word: str, tokens: set[str], edits: int) -> bool:
+    """Whether a token is within `edits` typos of `word` (lengths checked before the distance)."""
+    size = len(word)
+    return any(within_edits(word, t, edits) for t in tokens if abs(len(t) - size) <= edits)
