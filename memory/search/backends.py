@@ -59,7 +59,7 @@ class Filters:
 class Found:
     candidates: list[Candidate]
     df: dict[str, int]
-    total: int
+    total: int | None  # the namespace's item count; None when nothing matched (read only if needed)
 
 
 @dataclass
@@ -250,13 +250,13 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
     rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(*backend.statement(sql, params))]
     df = {f"w{i}": 0 for i in range(len(query.words))} | {f"p{j}": 0 for j in range(len(query.phrases))}
     if not rows:
-        return Found([], df, _namespace_total(filters.namespace))
+        return Found([], df, None)
     first = rows[0]
     df = {key: int(first[f"d{key}"]) for key in df}
     return Found([_candidate(query, row) for row in rows], df, int(first["total"] or 0))
 
 
-def _namespace_total(namespace: str) -> int:
+def namespace_total(namespace: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s", [namespace])  # noqa: S608
         row = cursor.fetchone()
