@@ -473,17 +473,19 @@ class SqliteBackend:
             return list(cursor.fetchall())
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
+        # One set of rowids, so SQLite can start from the matches rather than from the namespace.
         parts, params = [], []
         words = [_fts5(m) for m in matches if m[0] != "prefix"]
         if words:
-            parts.append(f"i.id IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s)")  # noqa: S608 - our table
+            parts.append(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s")  # noqa: S608 - our table
             params.append(" OR ".join(words))
         for match in matches:
             if match[0] == "prefix":
-                sql, p = self.cond(match)
-                parts.append(sql)
-                params += p
-        return f"{ITEM_TABLE} i", _or(parts), params
+                parts.append(f"SELECT doc FROM {TERMS_TABLE} WHERE term >= %s AND term < %s")  # noqa: S608 - our table
+                params += _prefix_range(match[1][0])
+        if not parts:
+            return f"{ITEM_TABLE} i", "(1 = 0)", []
+        return f"{ITEM_TABLE} i", f"i.id IN ({' UNION '.join(parts)})", params
 
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
         # Items sharing any trigram, the ones sharing the most (rarest) first: bm25 over trigrams.
