@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from memory import selectors, services
 from memory.fields import QUERY_MAX
 from memory.models import MemoryItem
+from memory.search.backends import PostgresBackend
 from opencompany.core.errors import ApplicationError
 from opencompany.core.gate import bad_char_message
 from tests.memory.recall_fixtures import ITEMS, load_items
@@ -444,3 +445,22 @@ def test_any_text_is_answered_or_refused_with_a_clear_code_never_a_database_erro
     with connection.cursor() as cursor:  # the connection is still usable: no aborted transaction
         cursor.execute("SELECT 1")
     assert MemoryItem.objects.filter(namespace=loaded_scope.namespace).count() == len(ITEMS)
+
+
+def test_a_postgresql_statement_parses_each_tsquery_once_in_a_row_it_joins():
+    # Inline, a generic plan would parse and stem `to_tsquery(…, $n)` again for every candidate row.
+    backend = PostgresBackend()
+    word = backend.cond(("word", ("coffee",)))
+    again = backend.cond(("word", ("coffee",)))
+    prefix = backend.cond(("prefix", ("cof",)), field="title")
+
+    joined = backend.join()
+    sql, params = backend.statement(f"SELECT i.id FROM memory_memoryitem i{joined} WHERE %s", [1])  # noqa: S608
+
+    assert word == again == ("(i.search @@ q.t0)", [])
+    assert prefix == ("(i.search @@ q.t1)", [])
+    assert sql == (
+        "WITH q AS MATERIALIZED (SELECT (to_tsquery('memory_porter', %s)) AS t0, "
+        "(to_tsquery('simple', %s)) AS t1) SELECT i.id FROM memory_memoryitem i CROSS JOIN q WHERE %s"
+    )
+    assert params == ["'coffee'", "'cof':*A", 1]
