@@ -94,7 +94,9 @@ class Backend(Protocol):
 
     def join(self) -> str: ...
 
-    def statement(self, sql: str, params: list[Any]) -> tuple[str, list[Any]]: ...
+    def statement(
+        self, sql: str, params: list[Any], *, ctes: list[tuple[str, str, list[Any]]] | None = None
+    ) -> tuple[str, list[Any]]: ...
 
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]: ...
 
@@ -114,6 +116,14 @@ def _filter_sql(filters: Filters, *, vendor: str) -> tuple[str, list[Any]]:
         clauses.append(f"{find}(i.tag_index, %s) > 0")
         params.append(f"\x1f{tag}\x1f")
     return " AND ".join(clauses), params
+
+
+def _with(ctes: list[tuple[str, str, list[Any]]], sql: str, params: list[Any]) -> tuple[str, list[Any]]:
+    """`sql` after its common table expressions, each computed once, with the parameters in order."""
+    if not ctes:
+        return sql, params
+    heads = ", ".join(f"{name} AS MATERIALIZED ({body})" for name, body, _ in ctes)
+    return f"WITH {heads} {sql}", [*(value for _, _, p in ctes for value in p), *params]
 
 
 def _and(parts: list[str]) -> str:
@@ -218,12 +228,24 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
     with per-word and per-phrase match counts over all of them."""
     backend = get_backend()
     where, where_params = _filter_sql(filters, vendor=backend.vendor)
-    matches: list[Match] = [("word", (w.text,)) for w in query.words]
-    matches += [("prefix", (w.prefix_lexeme,)) for w in query.words if w.prefix or w.compound]
-    matches += [("phrase", p) for p in query.phrases]
-    source, any_sql, any_params = backend.any_match(matches)
+    written: list[Match] = [("word", (w.text,)) for w in query.words] + [("phrase", p) for p in query.phrases]
+    widening: list[Match] = [("prefix", (w.prefix_lexeme,)) for w in query.words if w.prefix or w.compound]
     columns, column_params = _match_columns(backend, query)
     fields, field_params = _field_columns(backend, query)
+    select = (
+        f"SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, {_select(columns)} "  # noqa: S608 - fragments are ours, values bound
+        f"FROM {ITEM_TABLE} i{backend.join()} WHERE {where} AND "
+    )
+    _source, written_sql, written_params = backend.any_match(written)
+    ctes = [("written", select + written_sql, [*column_params, *where_params, *written_params])]
+    candidates, candidate_params = "SELECT * FROM written", []
+    if widening:
+        # Prefixes and compounds widen the candidates only while the words as written match fewer
+        # than `limit` items: a word that many items hold is typed in full, and a prefix match reads
+        # the posting lists of every stem it begins.
+        _source, widening_sql, widening_params = backend.any_match(widening)
+        candidates += f" UNION {select}{widening_sql} AND (SELECT count(*) FROM written) < %s"  # noqa: S608
+        candidate_params = [*column_params, *where_params, *widening_params, limit]
     counts = [
         (f"dw{i}", f"count(*) FILTER (WHERE {_word_matched(query, i)}) OVER ()")
         for i in range(len(query.words))
@@ -241,13 +263,13 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
         f"SELECT {', '.join([*(f'm.{name}' for name in kept), *([_select(fields)] if fields else [])])} FROM ("  # noqa: S608 - fragments are ours, values bound
         f"SELECT c.*, {_select(counts)}, ({coverage}) AS coverage, "
         f"(SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s) AS total "
-        f"FROM (SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, {_select(columns)} "
-        f"FROM {source}{backend.join()} WHERE {where} AND {any_sql}) c "
+        f"FROM ({candidates}) c "
         f"WHERE {groups} ORDER BY coverage DESC, c.id DESC LIMIT %s"
         f") m JOIN {ITEM_TABLE} i ON i.id = m.id{backend.join()}"
     )
-    params = [*field_params, filters.namespace, *column_params, *where_params, *any_params, limit]
-    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(*backend.statement(sql, params))]
+    params = [*field_params, filters.namespace, *candidate_params, limit]
+    statement = backend.statement(sql, params, ctes=ctes)
+    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(*statement)]
     df = {f"w{i}": 0 for i in range(len(query.words))} | {f"p{j}": 0 for j in range(len(query.phrases))}
     if not rows:
         return Found([], df, None)
@@ -373,16 +395,19 @@ class PostgresBackend:
     def join(self) -> str:
         return " CROSS JOIN q" if self._queries else ""
 
-    def statement(self, sql: str, params: list[Any]) -> tuple[str, list[Any]]:
-        if not self._queries:
-            return sql, params
-        columns: list[str] = []
-        prelude: list[Any] = []
-        for key, alias in self._queries.items():
-            parts = [f"to_tsquery('{key[n]}', %s)" for n in range(0, len(key), 2)]
-            columns.append(f"({' || '.join(parts)}) AS {alias}")
-            prelude += key[1::2]
-        return f"WITH q AS MATERIALIZED (SELECT {', '.join(columns)}) {sql}", [*prelude, *params]
+    def statement(
+        self, sql: str, params: list[Any], *, ctes: list[tuple[str, str, list[Any]]] | None = None
+    ) -> tuple[str, list[Any]]:
+        named: list[tuple[str, str, list[Any]]] = []
+        if self._queries:
+            columns: list[str] = []
+            prelude: list[Any] = []
+            for key, alias in self._queries.items():
+                parts = [f"to_tsquery('{key[n]}', %s)" for n in range(0, len(key), 2)]
+                columns.append(f"({' || '.join(parts)}) AS {alias}")
+                prelude += key[1::2]
+            named.append(("q", f"SELECT {', '.join(columns)}", prelude))
+        return _with([*named, *(ctes or [])], sql, params)
 
     def cond(self, match: Match, *, field: str | None = None) -> tuple[str, list[Any]]:
         text = _pg_tsquery(match)
@@ -454,8 +479,10 @@ class SqliteBackend:
     def join(self) -> str:
         return ""
 
-    def statement(self, sql: str, params: list[Any]) -> tuple[str, list[Any]]:
-        return sql, params
+    def statement(
+        self, sql: str, params: list[Any], *, ctes: list[tuple[str, str, list[Any]]] | None = None
+    ) -> tuple[str, list[Any]]:
+        return _with(ctes or [], sql, params)
 
     # FTS5 would stem a prefix query again ("one"* reads as "on"*), so prefixes are looked up among
     # the indexed stems themselves (the fts5vocab table), as PostgreSQL's `simple` configuration does.

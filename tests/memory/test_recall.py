@@ -274,6 +274,23 @@ def test_a_last_word_matched_as_written_counts_the_fields_it_is_in(scope):
     assert [i["id"] for i in page.items] == [in_title["id"], in_content["id"]]
 
 
+def test_a_last_word_that_fills_the_candidates_as_written_is_not_also_a_prefix(scope):
+    from memory.search.backends import CANDIDATES
+
+    for n in range(CANDIDATES - 1):
+        services.memory_remember(scope=scope, content=f"Coffee note {n}", actor="owner:1")
+    completed = services.memory_remember(
+        scope=scope, title="Coffeehouse", content="On the corner", actor="owner:1"
+    )
+
+    widened = selectors.memory_recall(scope=scope, query="coffee", limit=100)
+    services.memory_remember(scope=scope, content="Coffee note, the last one", actor="owner:1")
+    written = selectors.memory_recall(scope=scope, query="coffee", limit=100)
+
+    assert completed.memory["id"] in [i["id"] for i in widened.items]
+    assert completed.memory["id"] not in [i["id"] for i in written.items]
+
+
 def test_a_word_of_four_letters_or_more_matches_the_compound_it_begins(scope):
     ids = load_items(scope)
 
