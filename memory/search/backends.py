@@ -4,9 +4,9 @@ This module and the migrations are the only places that know PostgreSQL from SQL
 answers the same three questions, and `memory.search.scoring` ranks the answers the same way:
 
 - `find`: the items in scope that match any query word as written (its Porter stem), as a prefix
-  (the last word as typed, `word*`, or a compound part for words of four letters or more) or a
-  quoted phrase, each with how every word matched, plus per word the number of items in scope that
-  match it;
+  (the last word as typed, `word*`, or a compound part for words of four letters or more, while the
+  words as written leave room among the candidates) or a quoted phrase, each with how every word
+  matched, plus per word the number of items in scope that match it;
 - `find_tolerant`: items that may hold a typo of a word no item matches as written (trigram
   candidates, checked word by word in Python);
 - `recent`: the most recently updated items, for a query without searchable words.
@@ -225,7 +225,8 @@ def _word_matched(query: RecallQuery, i: int) -> str:
 
 def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Found:
     """Items in scope matching any word or phrase of the query (best-covered first, then newest),
-    with per-word and per-phrase match counts over all of them."""
+    with per-word and per-phrase match counts over all of them. Prefixes and compound parts add
+    their items only while the words and phrases as written match fewer than `limit` items."""
     backend = get_backend()
     where, where_params = _filter_sql(filters, vendor=backend.vendor)
     written: list[Match] = [("word", (w.text,)) for w in query.words] + [("phrase", p) for p in query.phrases]
