@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from memory.search.backends import Filters, find, find_tolerant, fts_rebuild, recent
+from memory.search.backends import Filters, find, find_tolerant, fts_rebuild, namespace_total, recent
 from memory.search.query import STOP_WORDS, RecallQuery, analyze, parse_query
 from memory.search.scoring import (
     MATCH_ALL,
@@ -67,7 +67,7 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
                 word = query.words[i]
                 if word.surface_prefix and any(t.startswith(word.text) for t in tokens):
                     kinds[i] = PREFIX
-                elif word.edits and any(within_edits(word.text, t, word.edits) for t in tokens):
+                elif word.edits and _near(word.text, tokens, word.edits):
                     kinds[i] = TYPO
             if not kinds:
                 continue
@@ -81,4 +81,13 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
                 known.fields[i] = {
                     name for name, found in texts.items() if any(token_matches(word, t, kind) for t in found)
                 }
-    return rank(query, list(candidates.values()), df=df, total=found.total)
+    if not candidates:
+        return []
+    total = found.total if found.total is not None else namespace_total(filters.namespace)
+    return rank(query, list(candidates.values()), df=df, total=total)
+
+
+def _near(word: str, tokens: set[str], edits: int) -> bool:
+    """Whether a token is within `edits` typos of `word` (lengths checked before the distance)."""
+    size = len(word)
+    return any(within_edits(word, t, edits) for t in tokens if abs(len(t) - size) <= edits)

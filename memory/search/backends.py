@@ -4,18 +4,21 @@ This module and the migrations are the only places that know PostgreSQL from SQL
 answers the same three questions, and `memory.search.scoring` ranks the answers the same way:
 
 - `find`: the items in scope that match any query word as written (its Porter stem), as a prefix
-  (the last word as typed, `word*`, or a compound part for words of four letters or more) or a
-  quoted phrase, each with how every word matched, plus per word the number of items in scope that
-  match it;
+  (the last word as typed, `word*`, or a compound part for words of four letters or more, while the
+  words as written leave room among the candidates) or a quoted phrase, each with how every word
+  matched, plus per word the number of items in scope that match it;
 - `find_tolerant`: items that may hold a typo of a word no item matches as written (trigram
   candidates, checked word by word in Python);
 - `recent`: the most recently updated items, for a query without searchable words.
 
 PostgreSQL: a stored generated `tsvector` (`search`, text search configuration `memory_porter`:
-Porter stems of every word, punctuation read as spaces) with a GIN index, and a `pg_trgm`
-GIN index over `(namespace, item text)`. SQLite: FTS5 tables `memory_item_fts` (porter + unicode61)
-and `memory_item_trigram` (trigram tokenizer), kept by triggers in the writing transaction. Query
-words are runs of letters and digits, quoted for each syntax, and always bound as parameters.
+Porter stems of every word, punctuation read as spaces) with a GIN index over `(namespace, search)`,
+and a `pg_trgm` GIN index over `(namespace, item text)`; prefixes are stem prefixes read by the
+`simple` configuration, so they are not stemmed again. SQLite: FTS5 tables `memory_item_fts`
+(porter + unicode61) and `memory_item_trigram` (trigram tokenizer), kept by triggers in the writing
+transaction, and the `fts5vocab` table `memory_item_terms` over the first, where prefixes are looked
+up among the indexed stems. Query words are runs of letters and digits, quoted for each syntax, and
+always bound as parameters.
 """
 
 from __future__ import annotations
@@ -27,13 +30,15 @@ from typing import Any, Protocol
 from django.db import connection
 
 from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
-from memory.search.query import RecallQuery, Term
+from memory.search.query import RecallQuery, Term, prefix_lexeme
 from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate
 from opencompany.core.db import hot_fetchall
 
 FTS_TABLE = "memory_item_fts"
+TERMS_TABLE = "memory_item_terms"  # SQLite: every indexed stem with its item and column (fts5vocab)
 TRIGRAM_TABLE = "memory_item_trigram"
 PG_CONFIG = "memory_porter"
+PG_RAW_CONFIG = "simple"  # reads a prefix as given: the stem prefix is chosen in Python
 CANDIDATES = 200  # items ranked per query: the best-covered ones, newest first among equals
 TOLERANT_CANDIDATES = 100
 TRIGRAM_THRESHOLD = 0.3  # pg_trgm word similarity a typo candidate needs (most one-typo words reach it)
@@ -54,7 +59,7 @@ class Filters:
 class Found:
     candidates: list[Candidate]
     df: dict[str, int]
-    total: int
+    total: int | None  # the namespace's item count; None when nothing matched (read only if needed)
 
 
 @dataclass
@@ -65,14 +70,17 @@ class TolerantRow:
     content: str
 
 
-# A match the backends compile: ("word", (w,)), ("prefix", (w,)) or ("phrase", (w1, w2, ...)).
+# A match the backends compile: ("word", (w,)) matches w's stem, ("prefix", (p,)) the indexed stems
+# that begin with p as given (see `prefix_lexeme`), ("phrase", (w1, w2, ...)) the stems in sequence.
 Match = tuple[str, tuple[str, ...]]
 
 
 def _term_match(term: Term) -> Match:
     if term.is_phrase:
         return ("phrase", term.words)
-    return ("prefix" if term.prefix else "word", term.words)
+    if term.prefix:
+        return ("prefix", (prefix_lexeme(term.words[0]),))
+    return ("word", term.words)
 
 
 class Backend(Protocol):
@@ -83,6 +91,12 @@ class Backend(Protocol):
     def fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]: ...
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]: ...
+
+    def join(self) -> str: ...
+
+    def statement(
+        self, sql: str, params: list[Any], *, ctes: list[tuple[str, str, list[Any]]] | None = None
+    ) -> tuple[str, list[Any]]: ...
 
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]: ...
 
@@ -102,6 +116,14 @@ def _filter_sql(filters: Filters, *, vendor: str) -> tuple[str, list[Any]]:
         clauses.append(f"{find}(i.tag_index, %s) > 0")
         params.append(f"\x1f{tag}\x1f")
     return " AND ".join(clauses), params
+
+
+def _with(ctes: list[tuple[str, str, list[Any]]], sql: str, params: list[Any]) -> tuple[str, list[Any]]:
+    """`sql` after its common table expressions, each computed once, with the parameters in order."""
+    if not ctes:
+        return sql, params
+    heads = ", ".join(f"{name} AS MATERIALIZED ({body})" for name, body, _ in ctes)
+    return f"WITH {heads} {sql}", [*(value for _, _, p in ctes for value in p), *params]
 
 
 def _and(parts: list[str]) -> str:
@@ -134,7 +156,7 @@ def _match_columns(backend: Backend, query: RecallQuery) -> tuple[list[tuple[str
     for i, word in enumerate(query.words):
         add(f"e{i}", backend.cond(("word", (word.text,))))
         if word.prefix or word.compound:
-            add(f"x{i}", backend.cond(("prefix", (word.text,))))
+            add(f"x{i}", backend.cond(("prefix", (word.prefix_lexeme,))))
     for j, phrase in enumerate(query.phrases):
         add(f"p{j}", backend.cond(("phrase", phrase)))
     for k, group in enumerate(query.groups):
@@ -161,11 +183,15 @@ def _field_columns(backend: Backend, query: RecallQuery) -> tuple[list[tuple[str
     columns: list[tuple[str, str]] = []
     params: list[Any] = []
     for i, word in enumerate(query.words):
-        kind = "prefix" if (word.prefix or word.compound) else "word"
+        matches: list[Match] = [("word", (word.text,))]
+        if word.prefix or word.compound:
+            # The prefix covers the word as written unless it is the word as typed ("one" stems to "on").
+            prefix: Match = ("prefix", (word.prefix_lexeme,))
+            matches = [prefix] if word.stem.startswith(word.prefix_lexeme) else [*matches, prefix]
         for name in FIELDS:
-            sql, p = backend.cond((kind, (word.text,)), field=name)
-            columns.append((f"{name}{i}", sql))
-            params += p
+            conditions = [backend.cond(match, field=name) for match in matches]
+            columns.append((f"{name}{i}", _or([sql for sql, _ in conditions])))
+            params += [value for _, p in conditions for value in p]
     return columns, params
 
 
@@ -199,15 +225,28 @@ def _word_matched(query: RecallQuery, i: int) -> str:
 
 def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Found:
     """Items in scope matching any word or phrase of the query (best-covered first, then newest),
-    with per-word and per-phrase match counts over all of them."""
+    with per-word and per-phrase match counts over all of them. Prefixes and compound parts add
+    their items only while the words and phrases as written match fewer than `limit` items."""
     backend = get_backend()
     where, where_params = _filter_sql(filters, vendor=backend.vendor)
-    matches: list[Match] = [("word", (w.text,)) for w in query.words]
-    matches += [("prefix", (w.text,)) for w in query.words if w.prefix or w.compound]
-    matches += [("phrase", p) for p in query.phrases]
-    source, any_sql, any_params = backend.any_match(matches)
+    written: list[Match] = [("word", (w.text,)) for w in query.words] + [("phrase", p) for p in query.phrases]
+    widening: list[Match] = [("prefix", (w.prefix_lexeme,)) for w in query.words if w.prefix or w.compound]
     columns, column_params = _match_columns(backend, query)
     fields, field_params = _field_columns(backend, query)
+    select = (
+        f"SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, {_select(columns)} "  # noqa: S608 - fragments are ours, values bound
+        f"FROM {ITEM_TABLE} i{backend.join()} WHERE {where} AND "
+    )
+    _source, written_sql, written_params = backend.any_match(written)
+    ctes = [("written", select + written_sql, [*column_params, *where_params, *written_params])]
+    candidates, candidate_params = "SELECT * FROM written", []
+    if widening:
+        # Prefixes and compounds widen the candidates only while the words as written match fewer
+        # than `limit` items: a word that many items hold is typed in full, and a prefix match reads
+        # the posting lists of every stem it begins.
+        _source, widening_sql, widening_params = backend.any_match(widening)
+        candidates += f" UNION {select}{widening_sql} AND (SELECT count(*) FROM written) < %s"  # noqa: S608
+        candidate_params = [*column_params, *where_params, *widening_params, limit]
     counts = [
         (f"dw{i}", f"count(*) FILTER (WHERE {_word_matched(query, i)}) OVER ()")
         for i in range(len(query.words))
@@ -225,22 +264,22 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
         f"SELECT {', '.join([*(f'm.{name}' for name in kept), *([_select(fields)] if fields else [])])} FROM ("  # noqa: S608 - fragments are ours, values bound
         f"SELECT c.*, {_select(counts)}, ({coverage}) AS coverage, "
         f"(SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s) AS total "
-        f"FROM (SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, {_select(columns)} "
-        f"FROM {source} WHERE {where} AND {any_sql}) c "
+        f"FROM ({candidates}) c "
         f"WHERE {groups} ORDER BY coverage DESC, c.id DESC LIMIT %s"
-        f") m JOIN {ITEM_TABLE} i ON i.id = m.id"
+        f") m JOIN {ITEM_TABLE} i ON i.id = m.id{backend.join()}"
     )
-    params = [*field_params, filters.namespace, *column_params, *where_params, *any_params, limit]
-    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(sql, params)]
+    params = [*field_params, filters.namespace, *candidate_params, limit]
+    statement = backend.statement(sql, params, ctes=ctes)
+    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(*statement)]
     df = {f"w{i}": 0 for i in range(len(query.words))} | {f"p{j}": 0 for j in range(len(query.phrases))}
     if not rows:
-        return Found([], df, _namespace_total(filters.namespace))
+        return Found([], df, None)
     first = rows[0]
     df = {key: int(first[f"d{key}"]) for key in df}
     return Found([_candidate(query, row) for row in rows], df, int(first["total"] or 0))
 
 
-def _namespace_total(namespace: str) -> int:
+def namespace_total(namespace: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s", [namespace])  # noqa: S608
         row = cursor.fetchone()
@@ -275,11 +314,11 @@ def find_tolerant(
         f"SELECT {', '.join(names)} FROM (SELECT i.id AS id, "  # noqa: S608 - fragments are ours, values bound
         "length(i.content) + length(coalesce(i.title, '')) AS len, "
         f"i.title AS title, i.category AS category, i.tag_index AS tag_index, i.content AS body, "
-        f"{_select(columns)} FROM {ITEM_TABLE} i WHERE {where} AND {_or(parts)}) c "
+        f"{_select(columns)} FROM {ITEM_TABLE} i{backend.join()} WHERE {where} AND {_or(parts)}) c "
         f"WHERE {groups} ORDER BY id DESC LIMIT %s"
     )
     params = [*column_params, *where_params, *tolerant_params, limit]
-    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(sql, params)]
+    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(*backend.statement(sql, params))]
     return [
         TolerantRow(
             _candidate(query, row),
@@ -298,19 +337,18 @@ def recent(
     first by `(updated_at, id)`, after the keyset position `after`."""
     backend = get_backend()
     where, params = _filter_sql(filters, vendor=backend.vendor)
-    sql = f"SELECT i.id FROM {ITEM_TABLE} i WHERE {where}"  # noqa: S608 - fragments are ours, values bound
     if query.negatives:
         negation, negation_params = _negation_sql(backend, query.negatives)
-        sql += f" AND {negation}"
+        where += f" AND {negation}"
         params += negation_params
     if after is not None:
-        sql += " AND (i.updated_at < %s OR (i.updated_at = %s AND i.id < %s))"
+        where += " AND (i.updated_at < %s OR (i.updated_at = %s AND i.id < %s))"
         at = connection.ops.adapt_datetimefield_value(after[0])
         params += [at, at, after[1]]
-    sql += " ORDER BY i.updated_at DESC, i.id DESC LIMIT %s"
+    sql = f"SELECT i.id FROM {ITEM_TABLE} i{backend.join()} WHERE {where} ORDER BY i.updated_at DESC, i.id DESC LIMIT %s"  # noqa: S608 - fragments are ours, values bound
     params.append(limit)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(*backend.statement(sql, params))
         return [int(row[0]) for row in cursor.fetchall()]
 
 
@@ -332,6 +370,11 @@ def _pg_tsquery(match: Match) -> str:
     return _pg_lexeme(words[0]) + (":*" if kind == "prefix" else "")
 
 
+def _pg_config(match: Match) -> str:
+    # A prefix is already the stem prefix to look for: stemming it again would shorten it.
+    return PG_RAW_CONFIG if match[0] == "prefix" else PG_CONFIG
+
+
 def padded_trigrams(word: str) -> list[str]:
     """The trigrams of a word with a space on each side: a typo leaves at least one of them."""
     padded = f" {word} "
@@ -339,22 +382,55 @@ def padded_trigrams(word: str) -> list[str]:
 
 
 class PostgresBackend:
+    """Every tsquery of a statement is parsed once, in a one-row `q` it joins: written inline, a
+    prepared statement's generic plan would parse and stem it again for every row it looks at."""
+
     vendor = "postgresql"
+
+    def __init__(self) -> None:
+        self._queries: dict[tuple[str, ...], str] = {}  # (config, text, ...) → column of `q`
+
+    def _ref(self, *key: str) -> str:
+        return "q." + self._queries.setdefault(key, f"t{len(self._queries)}")
+
+    def join(self) -> str:
+        return " CROSS JOIN q" if self._queries else ""
+
+    def statement(
+        self, sql: str, params: list[Any], *, ctes: list[tuple[str, str, list[Any]]] | None = None
+    ) -> tuple[str, list[Any]]:
+        named: list[tuple[str, str, list[Any]]] = []
+        if self._queries:
+            columns: list[str] = []
+            prelude: list[Any] = []
+            for key, alias in self._queries.items():
+                parts = [f"to_tsquery('{key[n]}', %s)" for n in range(0, len(key), 2)]
+                columns.append(f"({' || '.join(parts)}) AS {alias}")
+                prelude += key[1::2]
+            named.append(("q", f"SELECT {', '.join(columns)}", prelude))
+        return _with([*named, *(ctes or [])], sql, params)
 
     def cond(self, match: Match, *, field: str | None = None) -> tuple[str, list[Any]]:
         text = _pg_tsquery(match)
         if field is not None:  # `search` weighs the title A, tags and category B, the content C
             weight = _PG_WEIGHTS[field]
             text = text + weight if text.endswith(":*") else f"{text}:{weight}"
-        return f"(i.search @@ to_tsquery('{PG_CONFIG}', %s))", [text]
+        return f"(i.search @@ {self._ref(_pg_config(match), text)})", []
 
     def fetch(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
         # Prepared on the connection: these statements repeat with every recall.
         return hot_fetchall(sql, params)
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
-        text = " | ".join(f"({_pg_tsquery(m)})" for m in matches)
-        return f"{ITEM_TABLE} i", f"i.search @@ to_tsquery('{PG_CONFIG}', %s)", [text]
+        key: list[str] = []
+        for config in (PG_CONFIG, PG_RAW_CONFIG):
+            texts = [f"({_pg_tsquery(m)})" for m in matches if _pg_config(m) == config]
+            if texts:
+                key += [config, " | ".join(texts)]
+        if not key:
+            return f"{ITEM_TABLE} i", "(1 = 0)", []
+        # One tsquery, so the (namespace, search) index answers it in one scan.
+        return f"{ITEM_TABLE} i", f"i.search @@ {self._ref(*key)}", []
 
     # Each condition is its own subquery, driven by the trigram index within the namespace.
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
@@ -385,22 +461,37 @@ class PostgresBackend:
 
 
 _FTS5_COLUMNS = {"title": "title : ", "labels": "{tags category} : ", "content": "content : "}
-
-
-def _fts5_phrase(words: tuple[str, ...]) -> str:
-    # Words are runs of letters/digits only, so a double-quoted string is always literal text.
-    return '"' + " ".join(words) + '"'
+_TERM_COLUMNS = {"title": "'title'", "labels": "'tags', 'category'", "content": "'content'"}
 
 
 def _fts5(match: Match) -> str:
-    kind, words = match
-    return _fts5_phrase(words) + ("*" if kind == "prefix" else "")
+    # Words are runs of letters/digits only, so a double-quoted string is always literal text.
+    return '"' + " ".join(match[1]) + '"'
+
+
+def _prefix_range(prefix: str) -> list[str]:
+    # The stems that begin with `prefix`: FTS5 compares terms as UTF-8 bytes, which order as code points.
+    return [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)]
 
 
 class SqliteBackend:
     vendor = "sqlite"
 
+    def join(self) -> str:
+        return ""
+
+    def statement(
+        self, sql: str, params: list[Any], *, ctes: list[tuple[str, str, list[Any]]] | None = None
+    ) -> tuple[str, list[Any]]:
+        return _with(ctes or [], sql, params)
+
+    # FTS5 would stem a prefix query again ("one"* reads as "on"*), so prefixes are looked up among
+    # the indexed stems themselves (the fts5vocab table), as PostgreSQL's `simple` configuration does.
     def cond(self, match: Match, *, field: str | None = None) -> tuple[str, list[Any]]:
+        if match[0] == "prefix":
+            columns = f" AND col IN ({_TERM_COLUMNS[field]})" if field is not None else ""
+            sql = f"(i.id IN (SELECT doc FROM {TERMS_TABLE} WHERE term >= %s AND term < %s{columns}))"  # noqa: S608 - our table, values bound
+            return sql, _prefix_range(match[1][0])
         text = (_FTS5_COLUMNS[field] if field is not None else "") + _fts5(match)
         return f"(i.id IN (SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s))", [text]  # noqa: S608 - our table, value bound
 
@@ -410,8 +501,19 @@ class SqliteBackend:
             return list(cursor.fetchall())
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
-        source = f"{FTS_TABLE} JOIN {ITEM_TABLE} i ON i.id = {FTS_TABLE}.rowid"
-        return source, f"{FTS_TABLE} MATCH %s", [" OR ".join(_fts5(m) for m in matches)]
+        # One set of rowids, so SQLite can start from the matches rather than from the namespace.
+        parts, params = [], []
+        words = [_fts5(m) for m in matches if m[0] != "prefix"]
+        if words:
+            parts.append(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s")  # noqa: S608 - our table
+            params.append(" OR ".join(words))
+        for match in matches:
+            if match[0] == "prefix":
+                parts.append(f"SELECT doc FROM {TERMS_TABLE} WHERE term >= %s AND term < %s")  # noqa: S608 - our table
+                params += _prefix_range(match[1][0])
+        if not parts:
+            return f"{ITEM_TABLE} i", "(1 = 0)", []
+        return f"{ITEM_TABLE} i", f"i.id IN ({' UNION '.join(parts)})", params
 
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
         # Items sharing any trigram, the ones sharing the most (rarest) first: bm25 over trigrams.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 import snowballstemmer
@@ -61,6 +61,14 @@ def _stemmer() -> Any:
 def stem(word: str) -> str:
     """The Porter stem of a lower-cased word: the algorithm both databases index with."""
     return str(_stemmer().stemWord(word))
+
+
+def prefix_lexeme(word: str) -> str:
+    """What a prefix match of `word` looks for at the start of indexed stems: its stem ("docs" →
+    "doc", so "documentation" is found), or the word as typed when the stem is shorter than
+    `PREFIX_MIN` letters ("one" stems to "on", which would begin every "on…" word)."""
+    stemmed = stem(word)
+    return stemmed if len(stemmed) >= PREFIX_MIN else word
 
 
 @dataclass(frozen=True)
@@ -157,34 +165,40 @@ def parse_query(text: str) -> ParsedQuery:
 
 @dataclass(frozen=True)
 class QueryWord:
-    """A positive query word and the tolerances it gets."""
+    """A positive query word and the tolerances it gets (computed once: ranking asks for them per
+    candidate)."""
 
     text: str
     last: bool = False
     explicit_prefix: bool = False
 
-    @property
+    @cached_property
     def stem(self) -> str:
         return stem(self.text)
 
-    @property
+    @cached_property
+    def prefix_lexeme(self) -> str:
+        """What its prefix and compound matches look for at the start of indexed stems."""
+        return prefix_lexeme(self.text)
+
+    @cached_property
     def prefix(self) -> bool:
         """Matches indexed words it begins, as typed (the last word, or `word*`)."""
         return self.explicit_prefix or (self.last and len(self.text) >= PREFIX_MIN)
 
-    @property
+    @cached_property
     def compound(self) -> bool:
         """Matches indexed words it begins as a tolerance ("postgres" → "postgresql")."""
         return not self.prefix and len(self.text) >= COMPOUND_MIN and self.text.isalpha()
 
-    @property
+    @cached_property
     def edits(self) -> int:
         """How many typos the word tolerates when nothing matches it as written."""
         if not self.text.isalpha() or len(self.text) < TYPO_MIN:
             return 0
         return 2 if len(self.text) >= TYPO_TWO_MIN else 1
 
-    @property
+    @cached_property
     def surface_prefix(self) -> bool:
         """Type-ahead past the stem ("meetin" → "meeting") when nothing matches it as written."""
         return self.last and len(self.text) >= COMPOUND_MIN

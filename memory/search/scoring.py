@@ -93,12 +93,16 @@ def within_edits(a: str, b: str, k: int) -> bool:
 
 def token_matches(word: QueryWord, token: str, kind: str) -> bool:
     """Whether one lower-cased word of an item matches a query word in the way `kind` says."""
+    # Porter keeps a word's first letter (or stems it to nothing), so a different first letter
+    # answers without stemming the token.
     if kind == EXACT:
-        return stem(token) == word.stem
-    if kind == COMPOUND:
-        return stem(token).startswith(word.stem)
-    if kind == PREFIX:
-        return stem(token).startswith(word.stem) or token.startswith(word.text)
+        target = word.stem
+        return (not target or token[:1] == target[:1]) and stem(token) == target
+    if kind == PREFIX and token.startswith(word.text):
+        return True
+    if kind in (COMPOUND, PREFIX):
+        lexeme = word.prefix_lexeme
+        return token[:1] == lexeme[:1] and stem(token).startswith(lexeme)
     return within_edits(word.text, token, word.edits)
 
 
@@ -165,7 +169,7 @@ def highlights(query: RecallQuery, hit: Hit, texts: list[str]) -> list[str]:
             lowered = token.lower()
             if lowered in seen:
                 continue
-            if stem(lowered) in phrase_stems or any(
+            if (phrase_stems and stem(lowered) in phrase_stems) or any(
                 token_matches(query.words[i], lowered, kind) for i, kind in hit.kinds
             ):
                 seen[lowered] = None

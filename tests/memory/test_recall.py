@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from memory import selectors, services
 from memory.fields import QUERY_MAX
 from memory.models import MemoryItem
+from memory.search.backends import PostgresBackend
 from opencompany.core.errors import ApplicationError
 from opencompany.core.gate import bad_char_message
 from tests.memory.recall_fixtures import ITEMS, load_items
@@ -250,6 +251,46 @@ def test_the_last_word_as_typed_matches_words_it_begins(scope, query, highlight)
     )
 
 
+@pytest.mark.parametrize(("query", "found", "missed"), [("one", "One", "Only"), ("cas", "Cases", "Cats")])
+def test_a_word_whose_stem_is_shorter_than_three_letters_is_a_prefix_as_typed(scope, query, found, missed):
+    # "one" stems to "on" and "cas" to "ca": a prefix of those stems would find every "on…" and "ca…" word.
+    typed = services.memory_remember(scope=scope, content=f"{found} to keep", actor="owner:1").memory
+    services.memory_remember(scope=scope, content=f"{missed} to keep", actor="owner:1")
+
+    page = selectors.memory_recall(scope=scope, query=query)
+
+    assert [i["id"] for i in page.items] == [typed["id"]]
+
+
+def test_a_last_word_matched_as_written_counts_the_fields_it_is_in(scope):
+    # "one" looks for stems beginning "one", but "One" in a title is indexed as "on": still a title match.
+    in_title = services.memory_remember(
+        scope=scope, title="One", content="Espresso at nine.", actor="owner:1"
+    ).memory
+    in_content = services.memory_remember(scope=scope, content="Drink one.", actor="owner:1").memory
+
+    page = selectors.memory_recall(scope=scope, query="one")
+
+    assert [i["id"] for i in page.items] == [in_title["id"], in_content["id"]]
+
+
+def test_a_last_word_that_fills_the_candidates_as_written_is_not_also_a_prefix(scope):
+    from memory.search.backends import CANDIDATES
+
+    for n in range(CANDIDATES - 1):
+        services.memory_remember(scope=scope, content=f"Coffee note {n}", actor="owner:1")
+    completed = services.memory_remember(
+        scope=scope, title="Coffeehouse", content="On the corner", actor="owner:1"
+    )
+
+    widened = selectors.memory_recall(scope=scope, query="coffee", limit=100)
+    services.memory_remember(scope=scope, content="Coffee note, the last one", actor="owner:1")
+    written = selectors.memory_recall(scope=scope, query="coffee", limit=100)
+
+    assert completed.memory["id"] in [i["id"] for i in widened.items]
+    assert completed.memory["id"] not in [i["id"] for i in written.items]
+
+
 def test_a_word_of_four_letters_or_more_matches_the_compound_it_begins(scope):
     ids = load_items(scope)
 
@@ -421,3 +462,22 @@ def test_any_text_is_answered_or_refused_with_a_clear_code_never_a_database_erro
     with connection.cursor() as cursor:  # the connection is still usable: no aborted transaction
         cursor.execute("SELECT 1")
     assert MemoryItem.objects.filter(namespace=loaded_scope.namespace).count() == len(ITEMS)
+
+
+def test_a_postgresql_statement_parses_each_tsquery_once_in_a_row_it_joins():
+    # Inline, a generic plan would parse and stem `to_tsquery(…, $n)` again for every candidate row.
+    backend = PostgresBackend()
+    word = backend.cond(("word", ("coffee",)))
+    again = backend.cond(("word", ("coffee",)))
+    prefix = backend.cond(("prefix", ("cof",)), field="title")
+
+    joined = backend.join()
+    sql, params = backend.statement(f"SELECT i.id FROM memory_memoryitem i{joined} WHERE %s", [1])  # noqa: S608
+
+    assert word == again == ("(i.search @@ q.t0)", [])
+    assert prefix == ("(i.search @@ q.t1)", [])
+    assert sql == (
+        "WITH q AS MATERIALIZED (SELECT (to_tsquery('memory_porter', %s)) AS t0, "
+        "(to_tsquery('simple', %s)) AS t1) SELECT i.id FROM memory_memoryitem i CROSS JOIN q WHERE %s"
+    )
+    assert params == ["'coffee'", "'cof':*A", 1]
