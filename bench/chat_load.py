@@ -109,6 +109,10 @@ def main() -> None:
             rows.append((n, stats))
     finally:
         livechat.stop_process(server)
+        from django.db import connections
+
+        connections.close_all()
+        livechat.drop_database(DB_URL)
     print(
         f"\nchat load: one daphne process, Redis pub/sub layer, PostgreSQL, offline model at zero pacing, {TURNS} turns per client\n"
     )

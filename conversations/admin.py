@@ -18,7 +18,7 @@ from conversations.models import (
     ConversationMessage,
     ProviderCall,
 )
-from conversations.selectors import conversation_fidelity
+from conversations.selectors import PRESSURE_FIELDS, conversation_fidelity
 from conversations.services import archive_purge, conversation_clear
 from conversations.types import ConversationKey
 from opencompany.core.admin import ReadOnlyMixin, WorkflowIdFilter, pretty_json, search_json_text
@@ -119,10 +119,7 @@ class AgentConversationAdmin(ReadOnlyAdmin):
         "output_tokens",
         "cache_read_tokens",
         "cache_write_tokens",
-        "last_input_tokens",
-        "pressure_headroom_tokens",
-        "context_window",
-        "pressure_estimated",
+        *PRESSURE_FIELDS,
         "current_fidelity",
         "notes_pretty",
         "notes_revision",

@@ -56,16 +56,16 @@ def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
         ) from exc
 
 
+# The head's context-pressure fields: the last request's size and what was left of its window.
 PRESSURE_FIELDS = ("last_input_tokens", "pressure_headroom_tokens", "context_window", "pressure_estimated")
 
 
 def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:
     """The cursor of the stored conversation as it is now: `(generation, length, digest, notes,
     pressure)`."""
-    pressure_fields = PRESSURE_FIELDS
     row = (
         AgentConversation.objects.filter(**key.filter_kwargs())
-        .values("length", "head_digest", "notes", *pressure_fields)
+        .values("length", "head_digest", "notes", *PRESSURE_FIELDS)
         .first()
     )
     if row is None:
@@ -75,7 +75,7 @@ def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:
         length=row["length"],
         digest=row["head_digest"],
         notes=list(row["notes"] or []),
-        pressure={name: row[name] for name in pressure_fields},
+        pressure={name: row[name] for name in PRESSURE_FIELDS},
     )
 
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from conversations import errors
 from conversations.models import AgentConversation, ConversationMessage
-from conversations.selectors import conversation_for_update
+from conversations.selectors import PRESSURE_FIELDS, conversation_for_update
 from conversations.store import INSERT_BATCH
 from conversations.types import ConversationKey, ConversationWrite
 from graphs.models import Workflow
@@ -80,8 +80,7 @@ def _chain(encoded: Sequence[bytes], prev: str) -> list[str]:
 
 # --- context pressure ---------------------------------------------------------------------------------
 
-# The head's pressure fields; an emptied conversation has sent no request.
-PRESSURE_FIELDS = ("last_input_tokens", "pressure_headroom_tokens", "context_window", "pressure_estimated")
+# An emptied conversation has sent no request.
 EMPTY_PRESSURE: dict[str, Any] = {
     "last_input_tokens": 0,
     "pressure_headroom_tokens": 0,
