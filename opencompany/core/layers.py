@@ -57,6 +57,8 @@ class Outage:
         logger.warning("channel layer unreachable: events are delivered within this process until it returns")
 
     def ended(self) -> None:
+        if not self.active:  # every successful publish calls this: no lock while nothing changes
+            return
         with self._lock:
             if not self.active:
                 return
@@ -115,14 +117,19 @@ class ResilientLoopLayer(RedisPubSubLoopLayer):
             await self.resubscribe()
 
     async def resubscribe(self) -> bool:
-        """Subscribe every channel and group this loop holds; True when Redis answered."""
+        """Subscribe every channel and group this loop holds; True when nothing is left unsubscribed.
+
+        A loop that only publishes (a run loop) subscribes nothing, which says nothing of Redis: its
+        next successful publish ends the outage instead."""
+        names = [*self.channels, *self.groups]
         try:
-            for name in [*self.channels, *self.groups]:
+            for name in names:
                 await self._get_shard(name).subscribe(name)
         except REDIS_DOWN:
             return False
         self.unsubscribed = False
-        self.outage.ended()
+        if names:
+            self.outage.ended()
         return True
 
     async def _subscribe(self, name: str) -> None:
@@ -146,6 +153,7 @@ class ResilientLoopLayer(RedisPubSubLoopLayer):
             self.outage.began()
             self.cut_off()
             return False
+        self.outage.ended()
         return True
 
     def deliver_here(self, name: str, data: bytes) -> None:
@@ -276,6 +284,8 @@ class BatchPubSubChannelLayer(RedisPubSubChannelLayer):
             self.outage.began()
             layer.cut_off()
             self._deliver_batch_in_process(messages)
+            return
+        self.outage.ended()
 
     def blocking_group_send_many(self, messages: Sequence[GroupMessage]) -> None:
         """Send `(group, message)` pairs from a thread without an event loop, in order per group;

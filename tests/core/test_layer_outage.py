@@ -38,6 +38,24 @@ async def test_without_redis_channels_groups_and_batches_deliver_inside_the_proc
     await here.flush()
 
 
+async def test_a_loop_that_only_publishes_keeps_the_outage_until_redis_answers(caplog, monkeypatch):
+    """A run loop subscribes nothing: trying to subscribe again must not pass for Redis answering."""
+    monkeypatch.setattr("opencompany.core.layers.RESUBSCRIBE_EVERY_S", 0.05)
+    layer = _layer(f"redis://127.0.0.1:{free_port()}/0", f"oc-pub-{uuid.uuid4().hex[:8]}")
+    caplog.set_level(logging.WARNING, logger="opencompany.core.layers")
+
+    await layer.group_send("chat.wf", {"type": "app.event", "n": 1})
+    await asyncio.sleep(0.3)  # several rounds of the resubscriber
+    await layer.group_send("chat.wf", {"type": "app.event", "n": 2})
+    await layer.group_send_many([("chat.wf", {"type": "app.event", "n": 3})])
+
+    assert layer.outage.active is True
+    assert [r.getMessage() for r in caplog.records] == [
+        "channel layer unreachable: events are delivered within this process until it returns"
+    ]
+    await layer.flush()
+
+
 @pytest.mark.redis
 async def test_delivery_across_processes_resumes_when_redis_returns():
     port = free_port()
