@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
-from memory.search.backends import Filters, find, find_tolerant, fts_rebuild, namespace_total, recent
+from dataclasses import dataclass
+
+from memory.search.backends import Filters, ItemRow, find, find_tolerant, fts_rebuild, items_from_rows, recent
 from memory.search.query import STOP_WORDS, RecallQuery, analyze, parse_query
 from memory.search.scoring import (
     MATCH_ALL,
@@ -33,17 +35,26 @@ __all__ = [
     "STOP_WORDS",
     "Filters",
     "Hit",
+    "ItemRow",
+    "Ranking",
     "RecallQuery",
     "analyze",
     "fts_rebuild",
     "highlights",
+    "items_from_rows",
     "parse_query",
     "ranked_hits",
     "recent",
 ]
 
 
-def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
+@dataclass
+class Ranking:
+    hits: list[Hit]
+    items: dict[int, ItemRow]  # every hit's item, as `items_from_rows` reads it
+
+
+def ranked_hits(query: RecallQuery, filters: Filters) -> Ranking:
     """The items in scope that match `query`, best first (see `memory.search.scoring`).
 
     Words that no item matches as written get a second chance: a word of five letters or more
@@ -52,10 +63,13 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
     """
     found = find(query, filters)
     candidates = {c.pk: c for c in found.candidates}
+    items = found.items
+    total = found.total
     df = dict(found.df)
     missing = [i for i, w in enumerate(query.words) if df[f"w{i}"] == 0 and (w.edits or w.surface_prefix)]
     if missing:
         for row in find_tolerant(query, missing, filters):
+            total = row.total if total is None else total
             texts = {
                 "title": tokens_of(row.title),
                 "labels": tokens_of(row.labels),
@@ -74,6 +88,7 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
             known = candidates.get(row.candidate.pk)
             if known is None:
                 known = candidates[row.candidate.pk] = row.candidate
+                items[row.candidate.pk] = row.item
             for i, kind in kinds.items():
                 df[f"w{i}"] += 1
                 known.words[i] = kind
@@ -82,9 +97,9 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
                     name for name, found in texts.items() if any(token_matches(word, t, kind) for t in found)
                 }
     if not candidates:
-        return []
-    total = found.total if found.total is not None else namespace_total(filters.namespace)
-    return rank(query, list(candidates.values()), df=df, total=total)
+        return Ranking([], {})
+    hits = rank(query, list(candidates.values()), df=df, total=total or 0)
+    return Ranking(hits, items)
 
 
 def _near(word: str, tokens: set[str], edits: int) -> bool:
