@@ -68,20 +68,20 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> Ranking:
     df = dict(found.df)
     missing = [i for i, w in enumerate(query.words) if df[f"w{i}"] == 0 and (w.edits or w.surface_prefix)]
     if missing:
+        # Item words already checked against a missing word and found not to match it, per word and
+        # tolerance: the rows share most of their words, so each is checked once per statement.
+        misses: dict[tuple[int, str], set[str]] = {
+            (i, kind): set() for i in missing for kind in (PREFIX, TYPO)
+        }
         for row in find_tolerant(query, missing, filters):
             total = row.total if total is None else total
-            texts = {
-                "title": tokens_of(row.title),
-                "labels": tokens_of(row.labels),
-                "content": tokens_of(row.content),
-            }
-            tokens = set().union(*texts.values())
+            tokens = tokens_of(f"{row.title} {row.labels} {row.content}")  # a space never joins two words
             kinds: dict[int, str] = {}
             for i in missing:
                 word = query.words[i]
-                if word.surface_prefix and any(t.startswith(word.text) for t in tokens):
+                if word.surface_prefix and _begun(word.text, tokens, misses[i, PREFIX]):
                     kinds[i] = PREFIX
-                elif word.edits and _near(word.text, tokens, word.edits):
+                elif word.edits and _near(word.text, tokens, word.edits, misses[i, TYPO]):
                     kinds[i] = TYPO
             if not kinds:
                 continue
@@ -89,12 +89,15 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> Ranking:
             if known is None:
                 known = candidates[row.candidate.pk] = row.candidate
                 items[row.candidate.pk] = row.item
+            texts = {"title": row.title, "labels": row.labels, "content": row.content}
             for i, kind in kinds.items():
                 df[f"w{i}"] += 1
                 known.words[i] = kind
                 word = query.words[i]
                 known.fields[i] = {
-                    name for name, found in texts.items() if any(token_matches(word, t, kind) for t in found)
+                    name
+                    for name, text in texts.items()
+                    if any(token_matches(word, t, kind) for t in tokens_of(text))
                 }
     if not candidates:
         return Ranking([], {})
@@ -102,7 +105,21 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> Ranking:
     return Ranking(hits, items)
 
 
-def _near(word: str, tokens: set[str], edits: int) -> bool:
-    """Whether a token is within `edits` typos of `word` (lengths checked before the distance)."""
+def _begun(word: str, tokens: set[str], misses: set[str]) -> bool:
+    """Whether a token begins with `word`; the tokens that do not join `misses`."""
+    fresh = tokens - misses
+    if any(t.startswith(word) for t in fresh):
+        return True
+    misses |= fresh
+    return False
+
+
+def _near(word: str, tokens: set[str], edits: int, misses: set[str]) -> bool:
+    """Whether a token is within `edits` typos of `word` (lengths checked before the distance); the
+    tokens that are not join `misses`."""
+    fresh = tokens - misses
     size = len(word)
-    return any(within_edits(word, t, edits) for t in tokens if abs(len(t) - size) <= edits)
+    if any(within_edits(word, t, edits) for t in fresh if abs(len(t) - size) <= edits):
+        return True
+    misses |= fresh
+    return False

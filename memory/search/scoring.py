@@ -122,7 +122,7 @@ def word_kind_in(word: QueryWord, tokens: set[str]) -> str | None:
 
 
 def tokens_of(text: str) -> set[str]:
-    return {t.lower() for t in WORD_RE.findall(text)}
+    return set(map(str.lower, WORD_RE.findall(text)))
 
 
 def rank(query: RecallQuery, candidates: list[Candidate], *, df: dict[str, int], total: int) -> list[Hit]:
