@@ -69,13 +69,48 @@ def _saturate(frequency: float, length: int) -> float:
     return frequency * (K1 + 1.0) / (frequency + K1 * (1.0 - B + B * length / AVG_CHARS))
 
 
-@lru_cache(maxsize=65536)
 def within_edits(a: str, b: str, k: int) -> bool:
     """True when `b` is at most `k` insertions, deletions, substitutions or adjacent swaps from `a`."""
     if abs(len(a) - len(b)) > k:
         return False
     if a == b:
         return True
+    if k == 1:
+        return _one_edit(a, b)
+    if not _keeps_a_piece(a, b, k):
+        return False
+    return _within_edits(a, b, k)
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether two different words are one edit apart: past their first difference, the rest is
+    the same, or swapped there, or one letter longer."""
+    if len(a) > len(b):
+        a, b = b, a
+    p = 0
+    while p < len(a) and a[p] == b[p]:
+        p += 1
+    if len(a) < len(b):
+        return a[p:] == b[p + 1 :]
+    if a[p + 1 :] == b[p + 1 :]:
+        return True
+    return p + 1 < len(a) and a[p] == b[p + 1] and a[p + 1] == b[p] and a[p + 2 :] == b[p + 2 :]
+
+
+def _keeps_a_piece(a: str, b: str, k: int) -> bool:
+    """Whether one of `2k + 1` pieces of `a` is in `b`, as it must be when `b` is within `k` edits:
+    an edit breaks at most one piece, a swap across two pieces both."""
+    pieces = 2 * k + 1
+    if len(a) < pieces:
+        return True
+    bounds = [len(a) * n // pieces for n in range(pieces + 1)]
+    return any(a[bounds[n] : bounds[n + 1]] in b for n in range(pieces))
+
+
+@lru_cache(maxsize=65536)
+def _within_edits(a: str, b: str, k: int) -> bool:
+    """The optimal string alignment distance of `a` and `b`, row by row, given up once a row
+    exceeds `k` (no later row can come back under it)."""
     before: list[int] = []
     prev = list(range(len(b) + 1))
     for i in range(1, len(a) + 1):
