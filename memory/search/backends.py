@@ -416,7 +416,13 @@ def _find_statement(backend: Backend, query: RecallQuery, filters: Filters, limi
 
 
 def _item_select(alias: str) -> str:
-    return ", ".join(f"{alias}.{column} AS item_{column}" for column in ITEM_COLUMNS)
+    # Tags as text: decoded only for the page's items, as Django decodes them when it loads a row.
+    return ", ".join(
+        f"CAST({alias}.{column} AS text) AS item_{column}"
+        if column == "tags"
+        else f"{alias}.{column} AS item_{column}"
+        for column in ITEM_COLUMNS
+    )
 
 
 def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Found:
@@ -535,8 +541,7 @@ def items_from_rows(rows: list[ItemRow]) -> list[MemoryItem]:
         values = list(row)
         for n, expression, convert in converters:
             values[n] = convert(values[n], expression, connection)
-        if isinstance(values[tags_at], str):  # PostgreSQL's binary results decode jsonb already
-            values[tags_at] = json.loads(values[tags_at])
+        values[tags_at] = json.loads(values[tags_at])
         items.append(MemoryItem.from_db(connection.alias, list(ITEM_COLUMNS), values))
     return items
 
