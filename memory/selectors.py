@@ -23,9 +23,11 @@ from memory.search import (
     MATCH_SIMILAR,
     Filters,
     Hit,
+    ItemRow,
     RecallQuery,
     analyze,
     highlights,
+    items_from_rows,
     ranked_hits,
     recent,
 )
@@ -212,17 +214,19 @@ def _fuse(hits: list[Hit], vectors: list[tuple[int, float]]) -> list[Hit]:
 
 def _hybrid_ranking(
     *, scope: MemoryScope, query: RecallQuery, text: str, filters: Filters
-) -> tuple[list[Hit], str, str | None]:
-    """The full-text ranking, fused with vector neighbours when an embedder answers."""
-    hits = ranked_hits(query, filters)
+) -> tuple[list[Hit], dict[int, ItemRow], str, str | None]:
+    """The full-text ranking, fused with vector neighbours when an embedder answers, and the items
+    full text read with its hits."""
+    ranking = ranked_hits(query, filters)
+    hits, rows = ranking.hits, ranking.items
     embedder = emb.get_embedder()
     if embedder is None:
-        return hits, RETRIEVAL_FTS, None
+        return hits, rows, RETRIEVAL_FTS, None
     try:
         query_vector = emb.embed_texts(embedder, [text])[0]
     except emb.EmbedderError as exc:
         logger.warning("memory recall embedder failed namespace=%s error=%s", scope.namespace, exc)
-        return hits, RETRIEVAL_FTS, DEGRADED_EMBEDDER
+        return hits, rows, RETRIEVAL_FTS, DEGRADED_EMBEDDER
     vectors = _vector_neighbours(
         scope=scope, filters=filters, query_vector=query_vector, model_name=embedder.model_name
     )
@@ -232,7 +236,7 @@ def _hybrid_ranking(
         .exists()
     )
     fused = _fuse(hits[:HYBRID_CANDIDATES], vectors)
-    return fused, RETRIEVAL_HYBRID, (DEGRADED_EMBEDDER if missing else None)
+    return fused, rows, RETRIEVAL_HYBRID, (DEGRADED_EMBEDDER if missing else None)
 
 
 def _items_by_pk(pks: list[int]) -> dict[int, MemoryItem]:
@@ -285,14 +289,18 @@ def memory_recall(
     if not recall_query.has_content:
         return _recall_recent(scope, recall_query, filters, cats, wanted_tags, size, token)
 
-    hits, retrieval, degraded = _hybrid_ranking(scope=scope, query=recall_query, text=text, filters=filters)
+    hits, rows, retrieval, degraded = _hybrid_ranking(
+        scope=scope, query=recall_query, text=text, filters=filters
+    )
     bound = [scope.namespace, retrieval, recall_query.canonical, cats, wanted_tags]
     position = read_cursor(token, salt="memory", bound_to=bound)
     if position is not None:
         after = _keyset_position(position)
         hits = [h for h in hits if h.position < after]
     page = hits[:size]
-    by_pk = _items_by_pk([h.pk for h in page])
+    read = [rows[h.pk] for h in page if h.pk in rows]
+    by_pk = {item.pk: item for item in items_from_rows(read)}
+    by_pk |= _items_by_pk([h.pk for h in page if h.pk not in rows])  # neighbours full text did not find
     items = []
     for hit in page:
         item = by_pk.get(hit.pk)

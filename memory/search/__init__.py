@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
-from memory.search.backends import Filters, find, find_tolerant, fts_rebuild, namespace_total, recent
+from dataclasses import dataclass
+
+from memory.search.backends import Filters, ItemRow, find, find_tolerant, fts_rebuild, items_from_rows, recent
 from memory.search.query import STOP_WORDS, RecallQuery, analyze, parse_query
 from memory.search.scoring import (
     MATCH_ALL,
@@ -33,17 +35,26 @@ __all__ = [
     "STOP_WORDS",
     "Filters",
     "Hit",
+    "ItemRow",
+    "Ranking",
     "RecallQuery",
     "analyze",
     "fts_rebuild",
     "highlights",
+    "items_from_rows",
     "parse_query",
     "ranked_hits",
     "recent",
 ]
 
 
-def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
+@dataclass
+class Ranking:
+    hits: list[Hit]
+    items: dict[int, ItemRow]  # every hit's item, as `items_from_rows` reads it
+
+
+def ranked_hits(query: RecallQuery, filters: Filters) -> Ranking:
     """The items in scope that match `query`, best first (see `memory.search.scoring`).
 
     Words that no item matches as written get a second chance: a word of five letters or more
@@ -52,42 +63,63 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> list[Hit]:
     """
     found = find(query, filters)
     candidates = {c.pk: c for c in found.candidates}
+    items = found.items
+    total = found.total
     df = dict(found.df)
     missing = [i for i, w in enumerate(query.words) if df[f"w{i}"] == 0 and (w.edits or w.surface_prefix)]
     if missing:
+        # Item words already checked against a missing word and found not to match it, per word and
+        # tolerance: the rows share most of their words, so each is checked once per statement.
+        misses: dict[tuple[int, str], set[str]] = {
+            (i, kind): set() for i in missing for kind in (PREFIX, TYPO)
+        }
         for row in find_tolerant(query, missing, filters):
-            texts = {
-                "title": tokens_of(row.title),
-                "labels": tokens_of(row.labels),
-                "content": tokens_of(row.content),
-            }
-            tokens = set().union(*texts.values())
+            total = row.total if total is None else total
+            tokens = tokens_of(f"{row.title} {row.labels} {row.content}")  # a space never joins two words
             kinds: dict[int, str] = {}
             for i in missing:
                 word = query.words[i]
-                if word.surface_prefix and any(t.startswith(word.text) for t in tokens):
+                if word.surface_prefix and _begun(word.text, tokens, misses[i, PREFIX]):
                     kinds[i] = PREFIX
-                elif word.edits and _near(word.text, tokens, word.edits):
+                elif word.edits and _near(word.text, tokens, word.edits, misses[i, TYPO]):
                     kinds[i] = TYPO
             if not kinds:
                 continue
             known = candidates.get(row.candidate.pk)
             if known is None:
                 known = candidates[row.candidate.pk] = row.candidate
+                items[row.candidate.pk] = row.item
+            texts = {"title": row.title, "labels": row.labels, "content": row.content}
             for i, kind in kinds.items():
                 df[f"w{i}"] += 1
                 known.words[i] = kind
                 word = query.words[i]
                 known.fields[i] = {
-                    name for name, found in texts.items() if any(token_matches(word, t, kind) for t in found)
+                    name
+                    for name, text in texts.items()
+                    if any(token_matches(word, t, kind) for t in tokens_of(text))
                 }
     if not candidates:
-        return []
-    total = found.total if found.total is not None else namespace_total(filters.namespace)
-    return rank(query, list(candidates.values()), df=df, total=total)
+        return Ranking([], {})
+    hits = rank(query, list(candidates.values()), df=df, total=total or 0)
+    return Ranking(hits, items)
 
 
-def _near(word: str, tokens: set[str], edits: int) -> bool:
-    """Whether a token is within `edits` typos of `word` (lengths checked before the distance)."""
+def _begun(word: str, tokens: set[str], misses: set[str]) -> bool:
+    """Whether a token begins with `word`; the tokens that do not join `misses`."""
+    fresh = tokens - misses
+    if any(t.startswith(word) for t in fresh):
+        return True
+    misses |= fresh
+    return False
+
+
+def _near(word: str, tokens: set[str], edits: int, misses: set[str]) -> bool:
+    """Whether a token is within `edits` typos of `word` (lengths checked before the distance); the
+    tokens that are not join `misses`."""
+    fresh = tokens - misses
     size = len(word)
-    return any(within_edits(word, t, edits) for t in tokens if abs(len(t) - size) <= edits)
+    if any(within_edits(word, t, edits) for t in fresh if abs(len(t) - size) <= edits):
+        return True
+    misses |= fresh
+    return False

@@ -11,6 +11,9 @@ answers the same three questions, and `memory.search.scoring` ranks the answers 
   candidates, checked word by word in Python);
 - `recent`: the most recently updated items, for a query without searchable words.
 
+`find` and `find_tolerant` also read what a result shows of each item (`ITEM_COLUMNS`), so a recall
+takes one statement, two when a word takes the typo pass.
+
 PostgreSQL: a stored generated `tsvector` (`search`, text search configuration `memory_porter`:
 Porter stems of every word, punctuation read as spaces) with a GIN index over `(namespace, search)`,
 and a `pg_trgm` GIN index over `(namespace, item text)`; prefixes are stem prefixes read by the
@@ -23,16 +26,24 @@ always bound as parameters.
 
 from __future__ import annotations
 
+import json
+import re
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from functools import cache
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from django.db import connection
 
 from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
-from memory.search.query import RecallQuery, Term, prefix_lexeme
+from memory.search.query import Group, QueryWord, RecallQuery, Term, prefix_lexeme
 from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate
 from opencompany.core.db import hot_fetchall
+
+if TYPE_CHECKING:
+    from memory.models import MemoryItem
 
 FTS_TABLE = "memory_item_fts"
 TERMS_TABLE = "memory_item_terms"  # SQLite: every indexed stem with its item and column (fts5vocab)
@@ -45,6 +56,23 @@ TRIGRAM_THRESHOLD = 0.3  # pg_trgm word similarity a typo candidate needs (most 
 
 ITEM_TABLE = "memory_memoryitem"
 NAMESPACE_TABLE = "memory_memorynamespace"
+# What a recall result shows of an item, read with the candidates so a page needs no second statement;
+# in the model's field order, as `Model.from_db` reads them.
+ITEM_COLUMNS = (
+    "id",
+    "memory_id",
+    "title",
+    "content",
+    "category",
+    "tags",
+    "version",
+    "expires_at",
+    "indexing_state",
+    "created_at",
+    "updated_at",
+    "created_by",
+    "updated_by",
+)
 
 
 @dataclass(frozen=True)
@@ -55,11 +83,15 @@ class Filters:
     tags: tuple[str, ...] = ()
 
 
+type ItemRow = tuple[Any, ...]  # an item's `ITEM_COLUMNS`, as the database returned them
+
+
 @dataclass
 class Found:
     candidates: list[Candidate]
     df: dict[str, int]
-    total: int | None  # the namespace's item count; None when nothing matched (read only if needed)
+    total: int | None  # the namespace's item count; None when nothing matched
+    items: dict[int, ItemRow]
 
 
 @dataclass
@@ -68,6 +100,8 @@ class TolerantRow:
     title: str
     labels: str
     content: str
+    item: ItemRow
+    total: int  # the namespace's item count
 
 
 # A match the backends compile: ("word", (w,)) matches w's stem, ("prefix", (p,)) the indexed stems
@@ -97,6 +131,8 @@ class Backend(Protocol):
     def statement(
         self, sql: str, params: list[Any], *, ctes: list[tuple[str, str, list[Any]]] | None = None
     ) -> tuple[str, list[Any]]: ...
+
+    def ready_similar(self) -> None: ...
 
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]: ...
 
@@ -187,7 +223,7 @@ def _field_columns(backend: Backend, query: RecallQuery) -> tuple[list[tuple[str
         if word.prefix or word.compound:
             # The prefix covers the word as written unless it is the word as typed ("one" stems to "on").
             prefix: Match = ("prefix", (word.prefix_lexeme,))
-            matches = [prefix] if word.stem.startswith(word.prefix_lexeme) else [*matches, prefix]
+            matches = [prefix] if word.prefix_covers else [*matches, prefix]
         for name in FIELDS:
             conditions = [backend.cond(match, field=name) for match in matches]
             columns.append((f"{name}{i}", _or([sql for sql, _ in conditions])))
@@ -195,24 +231,45 @@ def _field_columns(backend: Backend, query: RecallQuery) -> tuple[list[tuple[str
     return columns, params
 
 
-def _candidate(query: RecallQuery, row: dict[str, Any]) -> Candidate:
-    words: dict[int, str] = {}
-    fields: dict[int, set[str]] = {}
-    for i, word in enumerate(query.words):
-        if row.get(f"e{i}"):
-            words[i] = EXACT
-        elif row.get(f"x{i}"):
-            words[i] = PREFIX if word.prefix else COMPOUND
-        if i in words:
-            fields[i] = {name for name in FIELDS if row.get(f"{name}{i}")}
-    return Candidate(
-        pk=int(row["id"]),
-        length=int(row["len"] or 0),
-        words=words,
-        fields=fields,
-        phrases=frozenset(j for j in range(len(query.phrases)) if row.get(f"p{j}")),
-        groups=tuple(bool(row.get(f"g{k}")) for k in range(len(query.groups))),
-    )
+def _reader(query: RecallQuery, names: list[str]) -> Callable[[tuple[Any, ...]], Candidate]:
+    """Reads a row of the columns `names` (see `_match_columns`, `_field_columns`) as a Candidate;
+    the positions are looked up once per statement, not once per row."""
+    at = {name: n for n, name in enumerate(names)}
+    words = [
+        (
+            i,
+            at.get(f"e{i}"),
+            at.get(f"x{i}"),
+            PREFIX if word.prefix else COMPOUND,
+            [(name, at[f"{name}{i}"]) for name in FIELDS if f"{name}{i}" in at],
+        )
+        for i, word in enumerate(query.words)
+    ]
+    phrases = [(j, at.get(f"p{j}")) for j in range(len(query.phrases))]
+    groups = [at.get(f"g{k}") for k in range(len(query.groups))]
+    pk_at, length_at = at["id"], at["len"]
+
+    def read(row: tuple[Any, ...]) -> Candidate:
+        matched: dict[int, str] = {}
+        fields: dict[int, set[str]] = {}
+        for i, exact, widened, kind, found_in in words:
+            if exact is not None and row[exact]:
+                matched[i] = EXACT
+            elif widened is not None and row[widened]:
+                matched[i] = kind
+            else:
+                continue
+            fields[i] = {name for name, n in found_in if row[n]}
+        return Candidate(
+            pk=int(row[pk_at]),
+            length=int(row[length_at] or 0),
+            words=matched,
+            fields=fields,
+            phrases=frozenset(j for j, n in phrases if n is not None and row[n]),
+            groups=tuple(n is not None and bool(row[n]) for n in groups),
+        )
+
+    return read
 
 
 def _select(columns: list[tuple[str, str]]) -> str:
@@ -223,11 +280,94 @@ def _word_matched(query: RecallQuery, i: int) -> str:
     return f"(c.e{i} OR c.x{i})" if (query.words[i].prefix or query.words[i].compound) else f"c.e{i}"
 
 
-def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Found:
-    """Items in scope matching any word or phrase of the query (best-covered first, then newest),
-    with per-word and per-phrase match counts over all of them. Prefixes and compound parts add
-    their items only while the words and phrases as written match fewer than `limit` items."""
-    backend = get_backend()
+# --- statements compiled once per shape ----------------------------------------------------------
+#
+# A statement's text depends only on the shape of the query and filters (how many words, how each
+# may widen, how many categories and tags); its values are all bound. On PostgreSQL, where every
+# value is a parameter, a plain-word query reuses the text and a recipe for its parameters, compiled
+# once per shape with placeholders standing for the values.
+
+type Compiled = tuple[str, list[Any], list[str]]  # SQL, parameters, the names of the columns it returns
+type Build = Callable[..., Compiled]
+
+_SLOT = re.compile("\x00(\\d+)\x00")
+_SHAPES_MAX = 512
+_shapes: dict[tuple[Any, ...], tuple[str, list[tuple[int, Any]], list[str]]] = {}
+
+
+def _given_word(text: str, lexeme: str, shape: tuple[bool, bool, bool, int, bool]) -> QueryWord:
+    """A query word whose text is a placeholder: its tolerances are given, not derived from it."""
+    word = QueryWord(text=text)
+    prefix, compound, covers, edits, surface_prefix = shape
+    word.__dict__.update(
+        prefix_lexeme=lexeme,
+        prefix=prefix,
+        compound=compound,
+        prefix_covers=covers,
+        edits=edits,
+        surface_prefix=surface_prefix,
+    )
+    return word
+
+
+def _recipe(value: Any) -> tuple[int, Any]:
+    """How to rebuild a parameter compiled from placeholders: as is (0), the value of one slot (1),
+    or a format string over the slots (2)."""
+    if not isinstance(value, str) or "\x00" not in value:
+        return 0, value
+    whole = _SLOT.fullmatch(value)
+    if whole:
+        return 1, int(whole[1])
+    escaped = value.replace("{", "{{").replace("}", "}}")
+    return 2, _SLOT.sub(lambda m: "{" + m[1] + "}", escaped)
+
+
+def _compiled(
+    backend: Backend, build: Build, query: RecallQuery, filters: Filters, limit: int, *shape: Any
+) -> Compiled:
+    """`build(backend, query, filters, limit, *shape)`, from the cache of its shape when it has one."""
+    if backend.vendor != "postgresql" or query.phrases or query.negatives:
+        return build(backend, query, filters, limit, *shape)
+    words = tuple((w.prefix, w.compound, w.prefix_covers, w.edits, w.surface_prefix) for w in query.words)
+    key = (
+        build.__name__,
+        shape,
+        words,
+        tuple(g.words for g in query.groups),
+        len(filters.categories),
+        len(filters.tags),
+    )
+    values: list[Any] = [value for w in query.words for value in (w.text, w.prefix_lexeme)]
+    values += [filters.namespace, filters.now, *filters.categories, *filters.tags, limit]
+    entry = _shapes.get(key)
+    if entry is None:
+        slots = [f"\x00{n}\x00" for n in range(len(values))]
+        given = RecallQuery(
+            words=tuple(_given_word(slots[2 * i], slots[2 * i + 1], flags) for i, flags in enumerate(words)),
+            phrases=(),
+            groups=tuple(Group(ids, (), ()) for ids in key[3]),
+            canonical="",
+        )
+        at = 2 * len(words)
+        categories, tags = len(filters.categories), len(filters.tags)
+        placeholders = Filters(
+            namespace=slots[at],
+            now=cast(datetime, slots[at + 1]),
+            categories=tuple(slots[at + 2 : at + 2 + categories]),
+            tags=tuple(slots[at + 2 + categories : at + 2 + categories + tags]),
+        )
+        sql, params, names = build(type(backend)(), given, placeholders, cast(int, slots[-1]), *shape)
+        if "\x00" in sql:  # a value written into the text would be reused for every query of the shape
+            raise RuntimeError("a recall statement holds a value in its text")
+        if len(_shapes) >= _SHAPES_MAX:
+            _shapes.clear()
+        entry = _shapes[key] = (sql, [_recipe(p) for p in params], names)
+    sql, recipe, names = entry
+    params = [p if how == 0 else values[p] if how == 1 else p.format(*values) for how, p in recipe]
+    return sql, params, names
+
+
+def _find_statement(backend: Backend, query: RecallQuery, filters: Filters, limit: int) -> Compiled:
     where, where_params = _filter_sql(filters, vendor=backend.vendor)
     written: list[Match] = [("word", (w.text,)) for w in query.words] + [("phrase", p) for p in query.phrases]
     widening: list[Match] = [("prefix", (w.prefix_lexeme,)) for w in query.words if w.prefix or w.compound]
@@ -258,10 +398,12 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
     )
     groups = _or([f"c.g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
     kept = ["id", "len", *(alias for alias, _ in columns), *(alias for alias, _ in counts), "total"]
-    names = [*kept, *(alias for alias, _ in fields)]
-    # The fields each word is found in are read only for the candidates kept (joined back by id).
+    names = [*kept, *(alias for alias, _ in fields), *(f"item_{column}" for column in ITEM_COLUMNS)]
+    # The fields each word is found in, and what a result shows, are read only for the candidates
+    # kept (joined back by id).
+    outer = [*(f"m.{name}" for name in kept), *([_select(fields)] if fields else []), _item_select("i")]
     sql = (
-        f"SELECT {', '.join([*(f'm.{name}' for name in kept), *([_select(fields)] if fields else [])])} FROM ("  # noqa: S608 - fragments are ours, values bound
+        f"SELECT {', '.join(outer)} FROM ("  # noqa: S608 - fragments are ours, values bound
         f"SELECT c.*, {_select(counts)}, ({coverage}) AS coverage, "
         f"(SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s) AS total "
         f"FROM ({candidates}) c "
@@ -269,31 +411,47 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
         f") m JOIN {ITEM_TABLE} i ON i.id = m.id{backend.join()}"
     )
     params = [*field_params, filters.namespace, *candidate_params, limit]
-    statement = backend.statement(sql, params, ctes=ctes)
-    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(*statement)]
+    sql, params = backend.statement(sql, params, ctes=ctes)
+    return sql, params, names
+
+
+def _item_select(alias: str) -> str:
+    # Tags as text: decoded only for the page's items, as Django decodes them when it loads a row.
+    return ", ".join(
+        f"CAST({alias}.{column} AS text) AS item_{column}"
+        if column == "tags"
+        else f"{alias}.{column} AS item_{column}"
+        for column in ITEM_COLUMNS
+    )
+
+
+def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Found:
+    """Items in scope matching any word or phrase of the query (best-covered first, then newest),
+    with per-word and per-phrase match counts over all of them and what a result shows of each.
+    Prefixes and compound parts add their items only while the words and phrases as written match
+    fewer than `limit` items."""
+    backend = get_backend()
+    sql, params, names = _compiled(backend, _find_statement, query, filters, limit)
+    rows = backend.fetch(sql, params)
     df = {f"w{i}": 0 for i in range(len(query.words))} | {f"p{j}": 0 for j in range(len(query.phrases))}
     if not rows:
-        return Found([], df, None)
+        return Found([], df, None, {})
+    at = {name: n for n, name in enumerate(names)}
     first = rows[0]
-    df = {key: int(first[f"d{key}"]) for key in df}
-    return Found([_candidate(query, row) for row in rows], df, int(first["total"] or 0))
+    df = {key: int(first[at[f"d{key}"]]) for key in df}
+    read = _reader(query, names)
+    item_at = at["item_id"]
+    return Found(
+        [read(row) for row in rows],
+        df,
+        int(first[at["total"]] or 0),
+        {int(row[item_at]): row[item_at:] for row in rows},
+    )
 
 
-def namespace_total(namespace: str) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s", [namespace])  # noqa: S608
-        row = cursor.fetchone()
-    return int(row[0]) if row else 0
-
-
-def find_tolerant(
-    query: RecallQuery, word_ids: list[int], filters: Filters, *, limit: int = TOLERANT_CANDIDATES
-) -> list[TolerantRow]:
-    """Items in scope that may hold a typo of the words `word_ids` or a word they begin (newest first),
-    with their text: the caller checks each word of it. Candidates come from the trigram index: items
-    with a word of similar trigrams (PostgreSQL: pg_trgm word similarity of at least
-    `TRIGRAM_THRESHOLD`; SQLite: the items sharing the most trigrams), or containing the word typed."""
-    backend = get_backend()
+def _tolerant_statement(
+    backend: Backend, query: RecallQuery, filters: Filters, limit: int, word_ids: tuple[int, ...]
+) -> Compiled:
     where, where_params = _filter_sql(filters, vendor=backend.vendor)
     parts: list[str] = []
     tolerant_params: list[Any] = []
@@ -309,25 +467,83 @@ def find_tolerant(
             tolerant_params += p
     columns, column_params = _match_columns(backend, query)
     groups = _or([f"g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
-    names = ["id", "len", "title", "category", "tag_index", "body", *(alias for alias, _ in columns)]
+    names = [
+        "id",
+        "len",
+        "tag_index",
+        *(alias for alias, _ in columns),
+        *(f"item_{column}" for column in ITEM_COLUMNS),
+    ]
     sql = (
-        f"SELECT {', '.join(names)} FROM (SELECT i.id AS id, "  # noqa: S608 - fragments are ours, values bound
-        "length(i.content) + length(coalesce(i.title, '')) AS len, "
-        f"i.title AS title, i.category AS category, i.tag_index AS tag_index, i.content AS body, "
-        f"{_select(columns)} FROM {ITEM_TABLE} i{backend.join()} WHERE {where} AND {_or(parts)}) c "
+        f"SELECT {', '.join(names)}, (SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s) AS total "  # noqa: S608 - fragments are ours, values bound
+        "FROM (SELECT i.id AS id, length(i.content) + length(coalesce(i.title, '')) AS len, "
+        f"i.tag_index AS tag_index, {_select(columns)}, {_item_select('i')} "
+        f"FROM {ITEM_TABLE} i{backend.join()} WHERE {where} AND {_or(parts)}) c "
         f"WHERE {groups} ORDER BY id DESC LIMIT %s"
     )
-    params = [*column_params, *where_params, *tolerant_params, limit]
-    rows = [dict(zip(names, row, strict=True)) for row in backend.fetch(*backend.statement(sql, params))]
+    params = [filters.namespace, *column_params, *where_params, *tolerant_params, limit]
+    sql, params = backend.statement(sql, params)
+    return sql, params, [*names, "total"]
+
+
+def find_tolerant(
+    query: RecallQuery, word_ids: list[int], filters: Filters, *, limit: int = TOLERANT_CANDIDATES
+) -> list[TolerantRow]:
+    """Items in scope that may hold a typo of the words `word_ids` or a word they begin (newest first),
+    with their text: the caller checks each word of it. Candidates come from the trigram index: items
+    with a word of similar trigrams (PostgreSQL: pg_trgm word similarity of at least
+    `TRIGRAM_THRESHOLD`; SQLite: the items sharing the most trigrams), or containing the word typed."""
+    backend = get_backend()
+    if any(query.words[i].edits for i in word_ids):
+        backend.ready_similar()
+    sql, params, names = _compiled(backend, _tolerant_statement, query, filters, limit, tuple(word_ids))
+    rows = backend.fetch(sql, params)
+    at = {name: n for n, name in enumerate(names)}
+    read = _reader(query, names)
+    tags_at, total_at = at["tag_index"], at["total"]
+    item_at, item_end = at["item_id"], at["item_id"] + len(ITEM_COLUMNS)
+    title_at, category_at, content_at = at["item_title"], at["item_category"], at["item_content"]
     return [
         TolerantRow(
-            _candidate(query, row),
-            title=str(row["title"] or ""),
-            labels=f"{row['category'] or ''} {row['tag_index'] or ''}",
-            content=str(row["body"]),
+            read(row),
+            title=str(row[title_at] or ""),
+            labels=f"{row[category_at] or ''} {row[tags_at] or ''}",
+            content=str(row[content_at]),
+            item=row[item_at:item_end],
+            total=int(row[total_at] or 0),
         )
         for row in rows
     ]
+
+
+@cache
+def _item_expressions() -> list[Any]:
+    from memory.models import MemoryItem
+
+    return [MemoryItem._meta.get_field(column).get_col(ITEM_TABLE) for column in ITEM_COLUMNS]  # type: ignore[union-attr]
+
+
+def items_from_rows(rows: list[ItemRow]) -> list[MemoryItem]:
+    """The items rows of `ITEM_COLUMNS` hold (the columns recall does not show are deferred), with
+    the conversions Django applies when it loads them (SQLite returns datetimes as text)."""
+    from memory.models import MemoryItem
+
+    if not rows:
+        return []
+    converters = [
+        (n, expression, convert)
+        for n, expression in enumerate(_item_expressions())
+        for convert in connection.ops.get_db_converters(expression)
+    ]
+    tags_at = ITEM_COLUMNS.index("tags")
+    items = []
+    for row in rows:
+        values = list(row)
+        for n, expression, convert in converters:
+            values[n] = convert(values[n], expression, connection)
+        values[tags_at] = json.loads(values[tags_at])
+        items.append(MemoryItem.from_db(connection.alias, list(ITEM_COLUMNS), values))
+    return items
 
 
 def recent(
@@ -381,6 +597,10 @@ def padded_trigrams(word: str) -> list[str]:
     return list(dict.fromkeys(padded[i : i + 3] for i in range(len(padded) - 2)))
 
 
+# The connections whose session already has `pg_trgm.word_similarity_threshold` set.
+_similarity_set: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 class PostgresBackend:
     """Every tsquery of a statement is parsed once, in a one-row `q` it joins: written inline, a
     prepared statement's generic plan would parse and stem it again for every row it looks at."""
@@ -432,12 +652,22 @@ class PostgresBackend:
         # One tsquery, so the (namespace, search) index answers it in one scan.
         return f"{ITEM_TABLE} i", f"i.search @@ {self._ref(*key)}", []
 
-    # Each condition is its own subquery, driven by the trigram index within the namespace.
-    def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
+    def ready_similar(self) -> None:
+        """Sets the word similarity `similar` asks for, once per connection where it lasts."""
+        connection.ensure_connection()
+        raw = connection.connection
+        if raw in _similarity_set:
+            return
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT set_config('pg_trgm.word_similarity_threshold', %s, false)", [str(TRIGRAM_THRESHOLD)]
             )
+        # Set inside a transaction, a rollback would undo it: only a committed setting is remembered.
+        if connection.get_autocommit() and not connection.in_atomic_block:
+            _similarity_set.add(raw)
+
+    # Each condition is its own subquery, driven by the trigram index within the namespace.
+    def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
         text = PG_TRIGRAM_TEXT.replace("i.", "j.")
         sql = f"(i.id IN (SELECT j.id FROM {ITEM_TABLE} j WHERE j.namespace = %s AND %s <%% {text}))"  # noqa: S608 - our table, values bound
         return sql, [namespace, word]
@@ -514,6 +744,9 @@ class SqliteBackend:
         if not parts:
             return f"{ITEM_TABLE} i", "(1 = 0)", []
         return f"{ITEM_TABLE} i", f"i.id IN ({' UNION '.join(parts)})", params
+
+    def ready_similar(self) -> None:
+        pass
 
     def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
         # Items sharing any trigram, the ones sharing the most (rarest) first: bm25 over trigrams.

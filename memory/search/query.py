@@ -182,6 +182,11 @@ class QueryWord:
         return prefix_lexeme(self.text)
 
     @cached_property
+    def prefix_covers(self) -> bool:
+        """Whether its prefix match also finds every item the word as written does."""
+        return self.stem.startswith(self.prefix_lexeme)
+
+    @cached_property
     def prefix(self) -> bool:
         """Matches indexed words it begins, as typed (the last word, or `word*`)."""
         return self.explicit_prefix or (self.last and len(self.text) >= PREFIX_MIN)

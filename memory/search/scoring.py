@@ -69,13 +69,48 @@ def _saturate(frequency: float, length: int) -> float:
     return frequency * (K1 + 1.0) / (frequency + K1 * (1.0 - B + B * length / AVG_CHARS))
 
 
-@lru_cache(maxsize=65536)
 def within_edits(a: str, b: str, k: int) -> bool:
     """True when `b` is at most `k` insertions, deletions, substitutions or adjacent swaps from `a`."""
     if abs(len(a) - len(b)) > k:
         return False
     if a == b:
         return True
+    if k == 1:
+        return _one_edit(a, b)
+    if not _keeps_a_piece(a, b, k):
+        return False
+    return _within_edits(a, b, k)
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether two different words are one edit apart: past their first difference, the rest is
+    the same, or swapped there, or one letter longer."""
+    if len(a) > len(b):
+        a, b = b, a
+    p = 0
+    while p < len(a) and a[p] == b[p]:
+        p += 1
+    if len(a) < len(b):
+        return a[p:] == b[p + 1 :]
+    if a[p + 1 :] == b[p + 1 :]:
+        return True
+    return p + 1 < len(a) and a[p] == b[p + 1] and a[p + 1] == b[p] and a[p + 2 :] == b[p + 2 :]
+
+
+def _keeps_a_piece(a: str, b: str, k: int) -> bool:
+    """Whether one of `2k + 1` pieces of `a` is in `b`, as it must be when `b` is within `k` edits:
+    an edit breaks at most one piece, a swap across two pieces both."""
+    pieces = 2 * k + 1
+    if len(a) < pieces:
+        return True
+    bounds = [len(a) * n // pieces for n in range(pieces + 1)]
+    return any(a[bounds[n] : bounds[n + 1]] in b for n in range(pieces))
+
+
+@lru_cache(maxsize=65536)
+def _within_edits(a: str, b: str, k: int) -> bool:
+    """The optimal string alignment distance of `a` and `b`, row by row, given up once a row
+    exceeds `k` (no later row can come back under it)."""
     before: list[int] = []
     prev = list(range(len(b) + 1))
     for i in range(1, len(a) + 1):
@@ -122,39 +157,41 @@ def word_kind_in(word: QueryWord, tokens: set[str]) -> str | None:
 
 
 def tokens_of(text: str) -> set[str]:
-    return {t.lower() for t in WORD_RE.findall(text)}
+    return set(map(str.lower, WORD_RE.findall(text)))
 
 
 def rank(query: RecallQuery, candidates: list[Candidate], *, df: dict[str, int], total: int) -> list[Hit]:
     """The accepted candidates, best first. `df` holds per word (`w<i>`) and phrase (`p<j>`) the
     number of items in scope that match it; `total` is the number of items in scope."""
     weights = {key: idf(max(total, count, 1), count) for key, count in df.items()}
+    word_idf = [weights.get(f"w{i}", 0.0) for i in range(len(query.words))]
+    phrase_idf = [weights.get(f"p{j}", 0.0) for j in range(len(query.phrases))]
+    texts = [word.text for word in query.words]
+    phrase_texts = [" ".join(phrase) for phrase in query.phrases]
+    groups = [(g.words, frozenset(g.phrases)) for g in query.groups]
+    content = FIELD_WEIGHT["content"]
     hits: list[Hit] = []
     for cand in candidates:
-        open_groups = [g for g, ok in zip(query.groups, cand.groups, strict=True) if ok]
-        if not any(
-            any(w in cand.words for w in g.words) or set(g.phrases) & cand.phrases for g in open_groups
-        ):
+        words, phrases = cand.words, cand.phrases
+        open_groups = [g for g, ok in zip(groups, cand.groups, strict=True) if ok]
+        if not any(any(w in words for w in ids) or needed & phrases for ids, needed in open_groups):
             continue
+        length = cand.length
         score = 0.0
-        for index, kind in cand.words.items():
-            found_in = cand.fields.get(index) or {"content"}
-            frequency = sum(FIELD_WEIGHT[name] for name in found_in)
-            idf_w = weights.get(f"w{index}", 0.0)
-            score += idf_w * KIND_WEIGHT[kind] * _saturate(frequency, cand.length)
-        for index in cand.phrases:
-            score += weights.get(f"p{index}", 0.0) * _saturate(FIELD_WEIGHT["content"], cand.length)
-        complete = any(
-            all(w in cand.words for w in g.words) and set(g.phrases) <= cand.phrases for g in open_groups
-        )
-        matched = tuple(query.words[i].text for i in sorted(cand.words)) + tuple(
-            " ".join(query.phrases[j]) for j in sorted(cand.phrases)
-        )
-        if any(kind in TOLERANCES for kind in cand.words.values()):
+        for index, kind in words.items():
+            frequency = sum(map(FIELD_WEIGHT.__getitem__, cand.fields.get(index) or ("content",)))
+            score += word_idf[index] * KIND_WEIGHT[kind] * _saturate(frequency, length)
+        for index in phrases:
+            score += phrase_idf[index] * _saturate(content, length)
+        complete = any(all(w in words for w in ids) and needed <= phrases for ids, needed in open_groups)
+        kinds = tuple(sorted(words.items()))
+        matched = tuple(texts[i] for i, _ in kinds)
+        if phrases:
+            matched += tuple(phrase_texts[j] for j in sorted(phrases))
+        if not TOLERANCES.isdisjoint(words.values()):
             label = MATCH_FUZZY
         else:
             label = MATCH_ALL if complete else MATCH_SOME
-        kinds = tuple(sorted(cand.words.items()))
         hits.append(Hit(cand.pk, int(complete), round(score, 6), matched, label, kinds))
     hits.sort(key=lambda h: (-h.tier, -h.score, -h.pk))
     return hits
@@ -163,14 +200,38 @@ def rank(query: RecallQuery, candidates: list[Candidate], *, df: dict[str, int],
 def highlights(query: RecallQuery, hit: Hit, texts: list[str]) -> list[str]:
     """The words of an item's texts that made it match, lower-cased, in first-seen order."""
     phrase_stems = {stem(w) for phrase in query.phrases for w in phrase if w not in NO_CONTENT_WORDS}
+    checks = [(query.words[i], kind) for i, kind in hit.kinds]
+    heads = _heads(checks, phrase_stems)
     seen: dict[str, None] = {}
+    rejected: set[str] = set()
     for text in texts:
         for token in WORD_RE.findall(text):
             lowered = token.lower()
-            if lowered in seen:
+            if lowered in seen or lowered in rejected:
                 continue
-            if (phrase_stems and stem(lowered) in phrase_stems) or any(
-                token_matches(query.words[i], lowered, kind) for i, kind in hit.kinds
+            if (heads is None or lowered[:1] in heads) and (
+                (phrase_stems and stem(lowered) in phrase_stems)
+                or any(token_matches(word, lowered, kind) for word, kind in checks)
             ):
                 seen[lowered] = None
+            else:
+                rejected.add(lowered)
     return list(seen)
+
+
+def _heads(checks: list[tuple[QueryWord, str]], phrase_stems: set[str]) -> set[str] | None:
+    """The first letters a matching word can begin with (see `token_matches`: Porter keeps a word's
+    first letter), or None when any word might match (a typo, or a stem that is empty)."""
+    heads: set[str] = set()
+    for word, kind in checks:
+        if kind == TYPO or (kind == EXACT and not word.stem):
+            return None
+        if kind == EXACT:
+            heads.add(word.stem[:1])
+        else:
+            heads.update(
+                {word.text[:1], word.prefix_lexeme[:1]} if kind == PREFIX else {word.prefix_lexeme[:1]}
+            )
+    if "" in phrase_stems:
+        return None
+    return heads | {s[:1] for s in phrase_stems}

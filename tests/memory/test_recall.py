@@ -481,3 +481,81 @@ def test_a_postgresql_statement_parses_each_tsquery_once_in_a_row_it_joins():
         "(to_tsquery('simple', %s)) AS t1) SELECT i.id FROM memory_memoryitem i CROSS JOIN q WHERE %s"
     )
     assert params == ["'coffee'", "'cof':*A", 1]
+
+
+def test_a_recall_reads_its_candidates_and_what_it_shows_of_them_in_one_statement(
+    scope, django_assert_num_queries
+):
+    ids = load_items(scope)
+    later = services.memory_remember(
+        scope=scope,
+        content="Renew the espresso machine warranty.",
+        title="Warranty",
+        tags=["coffee", "admin"],
+        expires_at=timezone.now() + timedelta(days=30),
+        actor="owner:1",
+    ).memory
+
+    with django_assert_num_queries(1):
+        page = selectors.memory_recall(scope=scope, query="espresso")
+
+    assert {i["id"] for i in page.items} == {ids["espresso_title"], ids["espresso_content"], later["id"]}
+    for item in page.items:
+        shown = {key: item[key] for key in item if key not in {"score", "matched", "match", "highlight"}}
+        assert shown == selectors.memory_get(scope=scope, memory_id=item["id"])
+
+
+def test_a_misspelled_word_takes_one_more_statement_for_its_trigram_candidates(scope):
+    from django.test.utils import CaptureQueriesContext
+
+    ids = load_items(scope)
+
+    with CaptureQueriesContext(connection) as captured:
+        page = selectors.memory_recall(scope=scope, query="bisquit")
+
+    # Inside a transaction PostgreSQL sets the similarity threshold again: a rollback would undo it.
+    statements = [q["sql"] for q in captured.captured_queries if "set_config" not in q["sql"]]
+    assert len(statements) == 2
+    assert [i["id"] for i in page.items] == [ids["dog"]]
+    assert page.items[0]["title"] == next(spec["title"] for spec in ITEMS if spec["key"] == "dog")
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_similarity_threshold_is_set_once_per_connection(
+    scope, django_assert_num_queries
+):
+    ids = load_items(scope)
+    connection.close()
+    assert [i["id"] for i in selectors.memory_recall(scope=scope, query="bisquit").items] == [ids["dog"]]
+
+    with django_assert_num_queries(2):
+        page = selectors.memory_recall(scope=scope, query="expresso")
+
+    assert [i["id"] for i in page.items] == [ids["espresso_title"], ids["espresso_content"]]
+
+
+@pytest.mark.parametrize(
+    ("query", "same_shape", "filters"),
+    [
+        ("coffee garden", "walks biscuit", {}),
+        ("kyoto or osaka", "paris or tokyo", {"categories": ("travel", "food")}),
+        ("one tea*", "use cup*", {"tags": ("coffee", "tea")}),
+        ("expresso meetin", "biscuit walkin", {"categories": ("food",), "tags": ("morning",)}),
+    ],
+)
+def test_a_postgresql_statement_compiled_once_per_shape_is_the_one_compiled_for_the_query(
+    query, same_shape, filters
+):
+    from memory.search import Filters, analyze, backends
+
+    first = Filters(namespace="ns-a", now=timezone.now(), **filters)
+    second = Filters(namespace="ns-b", now=timezone.now() + timedelta(seconds=1), **filters)
+    for text, scoped, limit in ((query, first, 7), (same_shape, second, 9)):
+        recall_query = analyze(text)
+        every_word = tuple(range(len(recall_query.words)))
+        for build, shape in ((backends._find_statement, ()), (backends._tolerant_statement, (every_word,))):
+            direct = build(PostgresBackend(), recall_query, scoped, limit, *shape)
+            assert backends._compiled(PostgresBackend(), build, recall_query, scoped, limit, *shape) == direct
+        shapes = len(backends._shapes)
+    assert shapes == len(backends._shapes)  # the second query of the shape reused the first one's text
