@@ -1,4 +1,5 @@
-"""The chat's two hot writes behind one interface: the send's admission and a run's draft save.
+"""The chat's two hot writes behind one interface, the send's admission and a run's draft save, and the
+watchdog's cluster-wide sweep lock.
 
 `PostgresChatStore` sends each as one prepared statement (`opencompany.core.db.hot_fetchone`);
 `PortableChatStore` writes the same rows through the ORM, on any database. `ChatConfig.ready()` installs
@@ -8,7 +9,8 @@ reach it through `chat_store()`. One test suite runs over both.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, cached_property
@@ -68,6 +70,15 @@ class ChatStore(Protocol):
     ) -> bool:
         """Store a live run's draft, seq and heartbeat if `claimant` holds it; False when it does not."""
         ...
+
+    def sweep_lock(self) -> AbstractContextManager[bool]:
+        """Hold the watchdog's sweep lock while the block runs: True when this process holds it, False
+        when another process is sweeping now (the block should then do nothing)."""
+        ...
+
+
+# One sweep at a time cluster-wide: the key of the PostgreSQL advisory lock a sweep holds.
+WATCHDOG_LOCK_KEY = 0x6F63_7764
 
 
 # --- shared ---------------------------------------------------------------------------------------------
@@ -280,6 +291,21 @@ RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
         }
         return hot_fetchone(self._draft_sql, params) is not None
 
+    @contextmanager
+    def sweep_lock(self) -> Iterator[bool]:
+        # A session advisory lock: released when the sweep ends or its connection drops.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", [WATCHDOG_LOCK_KEY])
+            held = bool(cursor.fetchone()[0])
+        if not held:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [WATCHDOG_LOCK_KEY])
+
 
 def _stored[M: models.Model](model: type[M], values: Mapping[str, Any]) -> M:
     """The instance of a row this store wrote, built as the ORM builds a loaded row."""
@@ -370,6 +396,11 @@ class PortableChatStore:
                 draft_text=text, draft_steps=steps, last_seq=seq, heartbeat_at=now
             )
         )
+
+    @contextmanager
+    def sweep_lock(self) -> Iterator[bool]:
+        # SQLite serves one process: a second sweeper would only find the runs already ended.
+        yield True
 
 
 # --- the installed store --------------------------------------------------------------------------------

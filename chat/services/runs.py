@@ -10,7 +10,7 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F, Q, Subquery
 from django.utils import timezone
 
@@ -373,27 +373,15 @@ def watchdog_pass(*, now: Any = None) -> dict[str, int]:
     return counts
 
 
-# One sweep at a time cluster-wide: the key of the PostgreSQL advisory lock a sweep holds.
-WATCHDOG_LOCK_KEY = 0x6F63_7764
 PROCESS_BEATS_KEPT = timedelta(days=1)
 
 
 def watchdog_sweep(*, now: Any = None) -> dict[str, int] | None:
-    """One `watchdog_pass`, unless another process is sweeping now (then None). On PostgreSQL the
-    sweep holds a session advisory lock, released when it ends or its connection drops; on SQLite (one
-    process) it just runs, and a second sweeper would only find the runs already ended. Also forgets
-    process heartbeats older than a day."""
-    if connection.vendor != "postgresql":
-        return _sweep(now)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [WATCHDOG_LOCK_KEY])
-        if not cursor.fetchone()[0]:
-            return None
-    try:
-        return _sweep(now)
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [WATCHDOG_LOCK_KEY])
+    """One `watchdog_pass`, unless another process is sweeping now (then None): the store's sweep lock
+    (on PostgreSQL a session advisory lock) keeps it to one sweep at a time. Also forgets process
+    heartbeats older than a day."""
+    with chat_store().sweep_lock() as held:
+        return _sweep(now) if held else None
 
 
 def _sweep(now: Any) -> dict[str, int]:

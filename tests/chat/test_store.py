@@ -299,3 +299,26 @@ def test_an_over_long_value_is_refused_whole_never_cut_short(store: ChatStore, w
         )
 
     assert chat_rows() == before
+
+
+def test_the_sweep_lock_is_free_between_sweeps_and_taken_again_after_one(store: ChatStore) -> None:
+    with store.sweep_lock() as held:
+        assert held is True
+    with store.sweep_lock() as again:  # released when the block ended
+        assert again is True
+
+
+@pytest.mark.postgres
+def test_on_postgresql_the_sweep_lock_answers_false_while_another_connection_holds_it() -> None:
+    import psycopg
+
+    from chat.store import WATCHDOG_LOCK_KEY
+    from tests import live
+
+    with psycopg.connect(live.test_database_url(), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [WATCHDOG_LOCK_KEY])
+        with PostgresChatStore().sweep_lock() as held:
+            assert held is False
+        other.execute("SELECT pg_advisory_unlock(%s)", [WATCHDOG_LOCK_KEY])
+    with PostgresChatStore().sweep_lock() as held:
+        assert held is True
