@@ -3,8 +3,9 @@ claimant that stopped heartbeating), so a lane always frees itself.
 
 Every serving process (the ASGI application's startup), every task worker (`manage.py db_worker`) and
 `bin/run` run the loop in a daemon thread; `manage.py chat_watchdog` runs it for cron. Sweeps take turns
-cluster-wide (`watchdog_sweep`'s advisory lock). The first sweep runs as the process starts, so a
-restarted server reclaims what its previous life left running once those runs' heartbeats lapse.
+cluster-wide (the chat store's sweep lock, an advisory lock on PostgreSQL). The first sweep runs as the
+process starts, so a restarted server reclaims what its previous life left running once those runs'
+heartbeats lapse.
 """
 
 from __future__ import annotations
