@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.contrib.admin.utils import quote
 from django.core.cache import cache
+from django.urls import reverse
 
 from chat import services
 from chat.executor import execute_run
@@ -511,7 +513,8 @@ def test_staff_see_the_thread_with_its_messages_by_parent_and_the_run_list(clien
 
     thread_page = client.get(f"/admin/chat/chatthread/{ChatThread.objects.get().pk}/change/")
     runs_page = client.get("/admin/chat/chatrun/", {"state__exact": "queued"})
-    run_page = client.get(f"/admin/chat/chatrun/{edit.run.run_id}/change/")
+    # Admin urls carry the key quoted: "run_22…" read raw would unquote to 'run"…'.
+    run_page = client.get(reverse("admin:chat_chatrun_change", args=[quote(edit.run.run_id)]))
 
     assert thread_page.status_code == 200
     html = thread_page.content.decode()

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
@@ -88,7 +89,7 @@ def test_staff_edit_a_memory_item_and_see_the_validators_refusal_of_a_bad_graph(
             "targetHandle": "input-context",
         }
     )
-    page.goto(f"{live_server_url}/admin/graphs/workflow/{workflow.pk}/change/")
+    page.goto(f"{live_server_url}/admin/graphs/workflow/{quote(workflow.pk)}/change/")
     page.get_by_label("Graph").fill(json.dumps(bad, indent=2))
     page.get_by_role("button", name="Save", exact=True).click()
 
