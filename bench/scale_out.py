@@ -10,7 +10,7 @@ free executor shows there first, or answer p95 > twice a lone chat's answer to t
 starved process streams on time but slowly) or has an error. Every level starts fresh conversations. Reported at
 the highest level that held: chats, runs/s, send→started p50/p95, delta p95 (receive time minus the
 server's emit time), CPU per run (ms of user+system CPU of every server and worker process, from
-/proc), PostgreSQL backend CPU per run, statements per run (every statement the processes sent,
+/proc), PostgreSQL CPU per run (the whole server, ended backends included), statements per run (every statement the processes sent,
 counted at psycopg's cursor), channel-layer messages published per run, how busy the whole machine was,
 and the ratio of chats to N = 1. The second mode runs the same with `OPENCOMPANY_RUN_EXECUTOR=tasks`:
 runs execute on `manage.py db_worker` processes (each runs one run at a time) instead of in the
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import random
@@ -196,14 +197,50 @@ class Deployment:
         self.procs[index].send_signal(12)  # SIGUSR2
 
 
-def pg_backend_cpu() -> dict[int, float]:
-    """CPU seconds so far of each PostgreSQL backend connected to the bench database."""
+def _stat_fields(pid: int | str) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+@functools.cache
+def _postmaster_pid() -> str:
+    """The PostgreSQL server's main process: the parent of a backend, read while that backend lives."""
+    import psycopg
+
+    with psycopg.connect(DB_URL.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        fields = _stat_fields(row[0]) if row else None
+    if fields is None:
+        raise RuntimeError("PostgreSQL must run on this machine: the bench reads its CPU from /proc")
+    return fields[1]
+
+
+def postgres_cpu() -> tuple[float, int]:
+    """(CPU seconds so far of the whole PostgreSQL server, backends connected to the bench database).
+
+    The CPU is the postmaster's own, what its ended children used (the kernel adds a reaped child's CPU
+    to its parent's) and what its live children have used so far: every backend, also one that ended
+    during a window, and the background processes (WAL writer, checkpointer, autovacuum)."""
     import psycopg
 
     name = DB_URL.rsplit("/", 1)[1]
     with psycopg.connect(DB_URL.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [name])]
-    return {pid: livechat.process_cpu_s(pid) for pid in pids}
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [name]).fetchone()
+    backends = int(row[0]) if row else 0
+    postmaster = _postmaster_pid()
+    fields = _stat_fields(postmaster)
+    if fields is None:
+        raise RuntimeError("the PostgreSQL server stopped during the bench")
+    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime, stime, cutime, cstime
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            child = _stat_fields(entry)
+            if child is not None and child[1] == postmaster:
+                ticks += int(child[11]) + int(child[12])
+    return ticks * livechat.CLOCK_TICK_S, backends
 
 
 def redis_cpu_s() -> float:
@@ -220,7 +257,7 @@ async def snapshot(deployment: Deployment) -> dict[str, Any]:
     return {
         "at": time.perf_counter(),
         "cpu": deployment.cpu_s(),
-        "pg": await asyncio.to_thread(pg_backend_cpu),
+        **dict(zip(("pg", "pg_backends"), await asyncio.to_thread(postgres_cpu), strict=True)),
         "client": sum(os.times()[:2]),
         "redis": await asyncio.to_thread(redis_cpu_s),
         "busy": busy,
@@ -338,7 +375,7 @@ async def run_level(
     level.check = await asyncio.to_thread(livechat.check_streams, stats.runs)
     per_run = max(1, level.runs)
     level.cpu_ms = (last["cpu"] - first["cpu"]) * 1000 / per_run
-    level.pg_ms = sum(v - first["pg"].get(pid, 0.0) for pid, v in last["pg"].items()) * 1000 / per_run
+    level.pg_ms = (last["pg"] - first["pg"]) * 1000 / per_run
     level.client_ms = (last["client"] - first["client"]) * 1000 / per_run
     for k in ("statements", "published", "delivered"):
         setattr(level, k, (last[k] - first[k]) / per_run)
@@ -348,7 +385,7 @@ async def run_level(
     own_s = (level.cpu_ms + level.pg_ms + level.client_ms + level.redis_ms) * per_run / 1000
     level.own = own_s / span
     level.outside = max(0.0, level.busy - level.own)
-    level.connections = len(last["pg"])
+    level.connections = last["pg_backends"]
     return level
 
 
