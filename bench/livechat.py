@@ -173,14 +173,20 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=15)
 
 
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process (all its threads) so far; 0 when it is gone."""
+def proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of `/proc/<pid>/stat` after the command name (state first, then the parent's pid);
+    None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+            return f.read().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) * CLOCK_TICK_S
+        return None
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads) so far; 0 when it is gone."""
+    fields = proc_stat(pid)
+    return (int(fields[11]) + int(fields[12])) * CLOCK_TICK_S if fields else 0.0
 
 
 def machine_cpu() -> tuple[float, float]:
