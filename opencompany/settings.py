@@ -285,6 +285,9 @@ OPENCOMPANY_RUN_TIMEOUT_S = _env_int("OPENCOMPANY_RUN_TIMEOUT_S", 86_400)
 # connection: with one, every run of the process waited behind any run's slow or lock-waiting statement;
 # each more lets more runs take CPU from the serving loop (docs/benchmarks.md, chat load).
 OPENCOMPANY_RUN_DB_THREADS = _env_int("OPENCOMPANY_RUN_DB_THREADS", 2)
+# The run loop's database calls take turns (one at a time), and a call that waited this long for its
+# turn runs beside the others; 0: they run side by side (docs/decisions.md, run loop).
+OPENCOMPANY_RUN_DB_TURN_WAIT_MS = _env_int("OPENCOMPANY_RUN_DB_TURN_WAIT_MS", 20)
 # How much lower the run loop's threads run than the serving loop (a nice increment; 0 keeps them equal).
 OPENCOMPANY_RUN_THREAD_NICE = _env_int("OPENCOMPANY_RUN_THREAD_NICE", 10)
 # Keep the hand-written hot statements (append, send) prepared per connection; turn off behind a

@@ -51,24 +51,56 @@ def _set_thread_priority(niceness: int | None) -> None:
         logger.warning("could not lower the run loop's thread priority")
 
 
+class TurnTakingExecutor(ThreadPoolExecutor):
+    """A thread pool whose calls take turns: one runs at a time while the others wait for it, and a
+    call that has waited `pass_after_s` runs anyway.
+
+    Python runs one thread at a time, so a second call running beside the first mostly takes the
+    interpreter from the serving loop (the first waits on the database with it released). Taking turns
+    keeps one call's worth of contention; passing after a bounded wait keeps a call that waits on a
+    row lock from holding up every other run of the process."""
+
+    def __init__(self, *, pass_after_s: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._turn = threading.Lock()
+        self._pass_after_s = pass_after_s
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return super().submit(self._in_turn, fn, *args, **kwargs)
+
+    def _in_turn(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        held = self._turn.acquire(timeout=self._pass_after_s)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if held:
+                self._turn.release()
+
+
 def _run_forever(loop: asyncio.AbstractEventLoop, niceness: int | None) -> None:
     _set_thread_priority(niceness)
     loop.run_forever()
 
 
 def new_run_loop() -> asyncio.AbstractEventLoop:
-    """A run loop running in its own daemon thread, with `OPENCOMPANY_RUN_DB_THREADS` database threads,
-    all at a lower priority than the thread that made it."""
+    """A run loop running in its own daemon thread, with `OPENCOMPANY_RUN_DB_THREADS` database threads
+    whose calls take turns (see `TurnTakingExecutor`; `OPENCOMPANY_RUN_DB_TURN_WAIT_MS` 0 turns that
+    off), all at a lower priority than the thread that made it."""
     niceness = _lowered_priority()
     loop = asyncio.new_event_loop()
-    loop.set_default_executor(
-        ThreadPoolExecutor(
-            max_workers=int(settings.OPENCOMPANY_RUN_DB_THREADS),
-            thread_name_prefix="chat-runs-db",
-            initializer=_set_thread_priority,
-            initargs=(niceness,),
-        )
+    pool: dict[str, Any] = {
+        "max_workers": int(settings.OPENCOMPANY_RUN_DB_THREADS),
+        "thread_name_prefix": "chat-runs-db",
+        "initializer": _set_thread_priority,
+        "initargs": (niceness,),
+    }
+    turn_wait_ms = int(settings.OPENCOMPANY_RUN_DB_TURN_WAIT_MS)
+    executor = (
+        TurnTakingExecutor(pass_after_s=turn_wait_ms / 1000, **pool)
+        if turn_wait_ms > 0
+        else ThreadPoolExecutor(**pool)
     )
+    loop.set_default_executor(executor)
     threading.Thread(target=_run_forever, args=(loop, niceness), name="chat-runs", daemon=True).start()
     return loop
 
