@@ -73,7 +73,7 @@ def test_a_failing_call_gives_its_turn_back() -> None:
 
 def test_the_run_loops_database_calls_take_turns_unless_turned_off(settings: Any) -> None:
     settings.OPENCOMPANY_RUN_DB_THREADS = 2
-    for wait_ms, expected in ((20, TurnTakingExecutor), (0, None)):
+    for wait_ms, takes_turns in ((20, True), (0, False)):
         settings.OPENCOMPANY_RUN_DB_TURN_WAIT_MS = wait_ms
         loop = new_run_loop()
 
@@ -84,5 +84,5 @@ def test_the_run_loops_database_calls_take_turns_unless_turned_off(settings: Any
             executor = asyncio.run_coroutine_threadsafe(executor_of(), loop).result(timeout=10)
         finally:
             loop.call_soon_threadsafe(loop.stop)
-        assert isinstance(executor, TurnTakingExecutor) is (expected is not None)
+        assert isinstance(executor, TurnTakingExecutor) is takes_turns
         assert executor._max_workers == 2
