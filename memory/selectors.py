@@ -23,11 +23,12 @@ from memory.search import (
     MATCH_SIMILAR,
     Filters,
     Hit,
+    ItemRecord,
     ItemRow,
     RecallQuery,
     analyze,
     highlights,
-    items_from_rows,
+    item_records,
     ranked_hits,
     recent,
 )
@@ -70,8 +71,9 @@ def _iso(value: datetime | None) -> str | None:
     return rfc3339_or_none(value)
 
 
-def memory_view(item: MemoryItem) -> dict[str, Any]:
-    """The one serialized shape of an item (API, tool, admin, events never carry it)."""
+def memory_view(item: MemoryItem | ItemRecord) -> dict[str, Any]:
+    """The one serialized shape of an item (API, tool, admin, events never carry it); recall reads
+    its page as records rather than models."""
     return {
         "id": item.memory_id,
         "title": item.title,
@@ -251,7 +253,7 @@ def _items_by_pk(pks: list[int]) -> dict[int, MemoryItem]:
 
 
 def recall_view(
-    item: MemoryItem, *, score: float, matched: list[str], match: str, highlight: list[str]
+    item: MemoryItem | ItemRecord, *, score: float, matched: list[str], match: str, highlight: list[str]
 ) -> dict[str, Any]:
     """An item as recall returns it: why it matched beside what it holds."""
     return memory_view(item) | {"score": score, "matched": matched, "match": match, "highlight": highlight}
@@ -299,7 +301,7 @@ def memory_recall(
         hits = [h for h in hits if h.position < after]
     page = hits[:size]
     read = [rows[h.pk] for h in page if h.pk in rows]
-    by_pk = {item.pk: item for item in items_from_rows(read)}
+    by_pk: dict[int, MemoryItem | ItemRecord] = {item.pk: item for item in item_records(read)}
     by_pk |= _items_by_pk([h.pk for h in page if h.pk not in rows])  # neighbours full text did not find
     items = []
     for hit in page:

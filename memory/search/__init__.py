@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory.search.backends import Filters, ItemRow, find, find_tolerant, fts_rebuild, items_from_rows, recent
+from memory.search.backends import (
+    Filters,
+    ItemRecord,
+    ItemRow,
+    find,
+    find_tolerant,
+    fts_rebuild,
+    item_records,
+    recent,
+)
 from memory.search.query import STOP_WORDS, RecallQuery, analyze, parse_query
 from memory.search.scoring import (
     MATCH_ALL,
@@ -35,13 +44,14 @@ __all__ = [
     "STOP_WORDS",
     "Filters",
     "Hit",
+    "ItemRecord",
     "ItemRow",
     "Ranking",
     "RecallQuery",
     "analyze",
     "fts_rebuild",
     "highlights",
-    "items_from_rows",
+    "item_records",
     "parse_query",
     "ranked_hits",
     "recent",
@@ -51,7 +61,7 @@ __all__ = [
 @dataclass
 class Ranking:
     hits: list[Hit]
-    items: dict[int, ItemRow]  # every hit's item, as `items_from_rows` reads it
+    items: dict[int, ItemRow]  # every hit's item, as `item_records` reads it
 
 
 def ranked_hits(query: RecallQuery, filters: Filters) -> Ranking:
@@ -94,11 +104,11 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> Ranking:
                 df[f"w{i}"] += 1
                 known.words[i] = kind
                 word = query.words[i]
-                known.fields[i] = {
+                known.fields[i] = frozenset(
                     name
                     for name, text in texts.items()
                     if any(token_matches(word, t, kind) for t in tokens_of(text))
-                }
+                )
     if not candidates:
         return Ranking([], {})
     hits = rank(query, list(candidates.values()), df=df, total=total or 0)

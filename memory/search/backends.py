@@ -33,17 +33,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
 from memory.search.query import Group, QueryWord, RecallQuery, Term, prefix_lexeme
 from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate
 from opencompany.core.db import hot_fetchall
-
-if TYPE_CHECKING:
-    from memory.models import MemoryItem
 
 FTS_TABLE = "memory_item_fts"
 TERMS_TABLE = "memory_item_terms"  # SQLite: every indexed stem with its item and column (fts5vocab)
@@ -251,7 +248,7 @@ def _reader(query: RecallQuery, names: list[str]) -> Callable[[tuple[Any, ...]],
 
     def read(row: tuple[Any, ...]) -> Candidate:
         matched: dict[int, str] = {}
-        fields: dict[int, set[str]] = {}
+        fields: dict[int, frozenset[str]] = {}
         for i, exact, widened, kind, found_in in words:
             if exact is not None and row[exact]:
                 matched[i] = EXACT
@@ -259,7 +256,7 @@ def _reader(query: RecallQuery, names: list[str]) -> Callable[[tuple[Any, ...]],
                 matched[i] = kind
             else:
                 continue
-            fields[i] = {name for name, n in found_in if row[n]}
+            fields[i] = frozenset([name for name, n in found_in if row[n]])
         return Candidate(
             pk=int(row[pk_at]),
             length=int(row[length_at] or 0),
@@ -516,6 +513,25 @@ def find_tolerant(
     ]
 
 
+class ItemRecord(NamedTuple):
+    """What a recall result shows of an item (`ITEM_COLUMNS`), read from its row without building
+    a model: the attribute names are the model's."""
+
+    pk: int
+    memory_id: str
+    title: str | None
+    content: str
+    category: str | None
+    tags: list[str]
+    version: int
+    expires_at: datetime | None
+    indexing_state: str
+    created_at: datetime
+    updated_at: datetime
+    created_by: str
+    updated_by: str
+
+
 @cache
 def _item_expressions() -> list[Any]:
     from memory.models import MemoryItem
@@ -523,27 +539,39 @@ def _item_expressions() -> list[Any]:
     return [MemoryItem._meta.get_field(column).get_col(ITEM_TABLE) for column in ITEM_COLUMNS]  # type: ignore[union-attr]
 
 
-def items_from_rows(rows: list[ItemRow]) -> list[MemoryItem]:
-    """The items rows of `ITEM_COLUMNS` hold (the columns recall does not show are deferred), with
-    the conversions Django applies when it loads them (SQLite returns datetimes as text)."""
-    from memory.models import MemoryItem
+# Per database connection (each thread has its own): the conversions Django applies to
+# `ITEM_COLUMNS` when it loads them (SQLite returns datetimes as text), with the column of each.
+_converters: weakref.WeakKeyDictionary[Any, list[tuple[int, Any, Any]]] = weakref.WeakKeyDictionary()
 
+
+def _item_converters(wrapper: Any) -> list[tuple[int, Any, Any]]:
+    found = _converters.get(wrapper)
+    if found is None:
+        found = _converters[wrapper] = [
+            (n, expression, convert)
+            for n, expression in enumerate(_item_expressions())
+            for convert in wrapper.ops.get_db_converters(expression)
+        ]
+    return found
+
+
+_TAGS_AT = ITEM_COLUMNS.index("tags")
+
+
+def item_records(rows: list[ItemRow]) -> list[ItemRecord]:
+    """The items rows of `ITEM_COLUMNS` hold, converted as Django converts them when it loads them."""
     if not rows:
         return []
-    converters = [
-        (n, expression, convert)
-        for n, expression in enumerate(_item_expressions())
-        for convert in connection.ops.get_db_converters(expression)
-    ]
-    tags_at = ITEM_COLUMNS.index("tags")
-    items = []
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    converters = _item_converters(wrapper)
+    records = []
     for row in rows:
         values = list(row)
         for n, expression, convert in converters:
-            values[n] = convert(values[n], expression, connection)
-        values[tags_at] = json.loads(values[tags_at])
-        items.append(MemoryItem.from_db(connection.alias, list(ITEM_COLUMNS), values))
-    return items
+            values[n] = convert(values[n], expression, wrapper)
+        values[_TAGS_AT] = json.loads(values[_TAGS_AT])
+        records.append(ItemRecord._make(values))
+    return records
 
 
 def recent(

@@ -11,8 +11,10 @@ the first tier, so they always come first; ties go to the newer item (higher id)
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from memory.search.query import NO_CONTENT_WORDS, WORD_RE, QueryWord, RecallQuery, stem
 
@@ -42,13 +44,12 @@ class Candidate:
     pk: int
     length: int
     words: dict[int, str]
-    fields: dict[int, set[str]]  # word → the fields it is found in (title, labels, content)
+    fields: dict[int, frozenset[str]]  # word → the fields it is found in (title, labels, content)
     phrases: frozenset[int]
     groups: tuple[bool, ...]
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
     pk: int
     tier: int
     score: float
@@ -63,10 +64,6 @@ class Hit:
 
 def idf(total: int, df: int) -> float:
     return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
-
-
-def _saturate(frequency: float, length: int) -> float:
-    return frequency * (K1 + 1.0) / (frequency + K1 * (1.0 - B + B * length / AVG_CHARS))
 
 
 def within_edits(a: str, b: str, k: int) -> bool:
@@ -170,19 +167,24 @@ def rank(query: RecallQuery, candidates: list[Candidate], *, df: dict[str, int],
     phrase_texts = [" ".join(phrase) for phrase in query.phrases]
     groups = [(g.words, frozenset(g.phrases)) for g in query.groups]
     content = FIELD_WEIGHT["content"]
+    # A word's weighted field count depends only on the set of fields it is found in.
+    frequencies: dict[frozenset[str], float] = {}
     hits: list[Hit] = []
     for cand in candidates:
-        words, phrases = cand.words, cand.phrases
+        words, phrases, fields = cand.words, cand.phrases, cand.fields
         open_groups = [g for g, ok in zip(groups, cand.groups, strict=True) if ok]
         if not any(any(w in words for w in ids) or needed & phrases for ids, needed in open_groups):
             continue
-        length = cand.length
+        norm = K1 * (1.0 - B + B * cand.length / AVG_CHARS)
         score = 0.0
         for index, kind in words.items():
-            frequency = sum(map(FIELD_WEIGHT.__getitem__, cand.fields.get(index) or ("content",)))
-            score += word_idf[index] * KIND_WEIGHT[kind] * _saturate(frequency, length)
+            found_in = fields.get(index) or _CONTENT
+            frequency = frequencies.get(found_in)
+            if frequency is None:
+                frequency = frequencies[found_in] = sum(map(FIELD_WEIGHT.__getitem__, found_in))
+            score += word_idf[index] * KIND_WEIGHT[kind] * (frequency * (K1 + 1.0) / (frequency + norm))
         for index in phrases:
-            score += phrase_idf[index] * _saturate(content, length)
+            score += phrase_idf[index] * (content * (K1 + 1.0) / (content + norm))
         complete = any(all(w in words for w in ids) and needed <= phrases for ids, needed in open_groups)
         kinds = tuple(sorted(words.items()))
         matched = tuple(texts[i] for i, _ in kinds)
@@ -197,15 +199,22 @@ def rank(query: RecallQuery, candidates: list[Candidate], *, df: dict[str, int],
     return hits
 
 
+_CONTENT = frozenset({"content"})
+
+
 def highlights(query: RecallQuery, hit: Hit, texts: list[str]) -> list[str]:
     """The words of an item's texts that made it match, lower-cased, in first-seen order."""
     phrase_stems = {stem(w) for phrase in query.phrases for w in phrase if w not in NO_CONTENT_WORDS}
     checks = [(query.words[i], kind) for i, kind in hit.kinds]
     heads = _heads(checks, phrase_stems)
+    if heads is not None and not heads:
+        return []
+    # With known first letters, the regex engine skips every other word before Python sees it.
+    finder = WORD_RE if heads is None else _words_beginning(frozenset(heads))
     seen: dict[str, None] = {}
     rejected: set[str] = set()
     for text in texts:
-        for token in WORD_RE.findall(text):
+        for token in finder.findall(text):
             lowered = token.lower()
             if lowered in seen or lowered in rejected:
                 continue
@@ -217,6 +226,14 @@ def highlights(query: RecallQuery, hit: Hit, texts: list[str]) -> list[str]:
             else:
                 rejected.add(lowered)
     return list(seen)
+
+
+@lru_cache(maxsize=4096)
+def _words_beginning(heads: frozenset[str]) -> re.Pattern[str]:
+    """The words (as `WORD_RE` reads them) whose first letter may lower-case to one of `heads`:
+    case-insensitive, so a superset that the caller checks again."""
+    letters = "".join(re.escape(h) for h in sorted(heads))
+    return re.compile(rf"(?<![^\W_])[{letters}][^\W_]*", re.IGNORECASE)
 
 
 def _heads(checks: list[tuple[QueryWord, str]], phrase_stems: set[str]) -> set[str] | None:

@@ -505,6 +505,18 @@ def test_a_recall_reads_its_candidates_and_what_it_shows_of_them_in_one_statemen
         assert shown == selectors.memory_get(scope=scope, memory_id=item["id"])
 
 
+def test_recall_shows_its_page_from_the_rows_it_read_without_building_models(scope, monkeypatch):
+    ids = load_items(scope)
+
+    def no_model(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("recall built a model for a row it had read")
+
+    monkeypatch.setattr(MemoryItem, "from_db", classmethod(no_model))
+    page = selectors.memory_recall(scope=scope, query="espresso bisquit")
+
+    assert {i["id"] for i in page.items} == {ids["espresso_title"], ids["espresso_content"], ids["dog"]}
+
+
 def test_a_misspelled_word_takes_one_more_statement_for_its_trigram_candidates(scope):
     from django.test.utils import CaptureQueriesContext
 
