@@ -37,10 +37,6 @@ PG_TRIGRAM_TEXT = (
     "(coalesce(i.title, '') || ' ' || coalesce(i.category, '') || ' ' || i.tag_index || ' ' || i.content)"
 )
 
-# The prefix index: the stored column of every prefix of every indexed stem, from three letters up to
-# `PREFIX_KEY_MAX`, one key each, so a type-ahead or compound prefix is an exact key within the namespace.
-PG_PREFIXES = "i.prefixes"
-
 # SQLite's trigram tokenizer keeps every character, so punctuation becomes a space and the text is
 # padded: then " word " trigrams exist for every word, as pg_trgm pads its words.
 _TRIGRAM_PUNCTUATION = ".,;:!?()[]{}\"'/\\-_"

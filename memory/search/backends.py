@@ -37,7 +37,7 @@ from typing import Any, NamedTuple, Protocol, cast
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 
-from memory.migration_ops import PG_PREFIXES, PG_TRIGRAM_TEXT, sqlite_trigram_text
+from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
 from memory.search.query import Group, QueryWord, RecallQuery, Term, prefix_lexeme
 from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate
 from opencompany.core.db import hot_fetchall
@@ -102,9 +102,7 @@ class TolerantRow:
 
 
 # A match the backends compile: ("word", (w,)) matches w's stem, ("prefix", (p,)) the indexed stems
-# that begin with p as given (see `prefix_lexeme`), ("keyed prefix", (p,)) the same for a prefix that
-# is a key of PostgreSQL's prefix index (see `PREFIX_KEY_MAX`), ("phrase", (w1, w2, ...)) the stems in
-# sequence.
+# that begin with p as given (see `prefix_lexeme`), ("phrase", (w1, w2, ...)) the stems in sequence.
 Match = tuple[str, tuple[str, ...]]
 
 
@@ -294,10 +292,10 @@ _SHAPES_MAX = 512
 _shapes: dict[tuple[Any, ...], tuple[str, list[tuple[int, Any]], list[str]]] = {}
 
 
-def _given_word(text: str, lexeme: str, shape: tuple[bool, bool, bool, int, bool, bool]) -> QueryWord:
+def _given_word(text: str, lexeme: str, shape: tuple[bool, bool, bool, int, bool]) -> QueryWord:
     """A query word whose text is a placeholder: its tolerances are given, not derived from it."""
     word = QueryWord(text=text)
-    prefix, compound, covers, edits, surface_prefix, keyed = shape
+    prefix, compound, covers, edits, surface_prefix = shape
     word.__dict__.update(
         prefix_lexeme=lexeme,
         prefix=prefix,
@@ -305,7 +303,6 @@ def _given_word(text: str, lexeme: str, shape: tuple[bool, bool, bool, int, bool
         prefix_covers=covers,
         edits=edits,
         surface_prefix=surface_prefix,
-        prefix_keyed=keyed,
     )
     return word
 
@@ -328,10 +325,7 @@ def _compiled(
     """`build(backend, query, filters, limit, *shape)`, from the cache of its shape when it has one."""
     if backend.vendor != "postgresql" or query.phrases or query.negatives:
         return build(backend, query, filters, limit, *shape)
-    words = tuple(
-        (w.prefix, w.compound, w.prefix_covers, w.edits, w.surface_prefix, w.prefix_keyed)
-        for w in query.words
-    )
+    words = tuple((w.prefix, w.compound, w.prefix_covers, w.edits, w.surface_prefix) for w in query.words)
     key = (
         build.__name__,
         shape,
@@ -373,11 +367,7 @@ def _compiled(
 def _find_statement(backend: Backend, query: RecallQuery, filters: Filters, limit: int) -> Compiled:
     where, where_params = _filter_sql(filters, vendor=backend.vendor)
     written: list[Match] = [("word", (w.text,)) for w in query.words] + [("phrase", p) for p in query.phrases]
-    widening: list[Match] = [
-        ("keyed prefix" if w.prefix_keyed else "prefix", (w.prefix_lexeme,))
-        for w in query.words
-        if w.prefix or w.compound
-    ]
+    widening: list[Match] = [("prefix", (w.prefix_lexeme,)) for w in query.words if w.prefix or w.compound]
     columns, column_params = _match_columns(backend, query)
     fields, field_params = _field_columns(backend, query)
     select = (
@@ -610,7 +600,6 @@ def recent(
 
 
 _PG_WEIGHTS = {"title": "A", "labels": "B", "content": "C"}
-_PREFIXES = frozenset({"prefix", "keyed prefix"})
 
 
 def _pg_lexeme(word: str) -> str:
@@ -622,12 +611,12 @@ def _pg_tsquery(match: Match) -> str:
     kind, words = match
     if kind == "phrase":
         return " <-> ".join(_pg_lexeme(w) for w in words)
-    return _pg_lexeme(words[0]) + (":*" if kind in _PREFIXES else "")
+    return _pg_lexeme(words[0]) + (":*" if kind == "prefix" else "")
 
 
 def _pg_config(match: Match) -> str:
     # A prefix is already the stem prefix to look for: stemming it again would shorten it.
-    return PG_RAW_CONFIG if match[0] in _PREFIXES else PG_CONFIG
+    return PG_RAW_CONFIG if match[0] == "prefix" else PG_CONFIG
 
 
 def padded_trigrams(word: str) -> list[str]:
@@ -681,23 +670,15 @@ class PostgresBackend:
         return hot_fetchall(sql, params)
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
-        parts: list[str] = []
-        keyed = [_pg_lexeme(m[1][0]) for m in matches if m[0] == "keyed prefix"]
-        if keyed:
-            # Whole keys of the prefix index: a prefix scan of `search` would read every posting of
-            # the namespace, an exact key only its own.
-            parts.append(f"{PG_PREFIXES} @@ {self._ref(PG_RAW_CONFIG, ' | '.join(keyed))}")
         key: list[str] = []
         for config in (PG_CONFIG, PG_RAW_CONFIG):
-            texts = [
-                f"({_pg_tsquery(m)})" for m in matches if m[0] != "keyed prefix" and _pg_config(m) == config
-            ]
+            texts = [f"({_pg_tsquery(m)})" for m in matches if _pg_config(m) == config]
             if texts:
                 key += [config, " | ".join(texts)]
-        if key:
-            # One tsquery, so the (namespace, search) index answers it in one scan.
-            parts.append(f"i.search @@ {self._ref(*key)}")
-        return f"{ITEM_TABLE} i", _or(parts), []
+        if not key:
+            return f"{ITEM_TABLE} i", "(1 = 0)", []
+        # One tsquery, so the (namespace, search) index answers it in one scan.
+        return f"{ITEM_TABLE} i", f"i.search @@ {self._ref(*key)}", []
 
     def ready_similar(self) -> None:
         """Sets the word similarity `similar` asks for, once per connection where it lasts."""
@@ -765,7 +746,7 @@ class SqliteBackend:
     # FTS5 would stem a prefix query again ("one"* reads as "on"*), so prefixes are looked up among
     # the indexed stems themselves (the fts5vocab table), as PostgreSQL's `simple` configuration does.
     def cond(self, match: Match, *, field: str | None = None) -> tuple[str, list[Any]]:
-        if match[0] in _PREFIXES:
+        if match[0] == "prefix":
             columns = f" AND col IN ({_TERM_COLUMNS[field]})" if field is not None else ""
             sql = f"(i.id IN (SELECT doc FROM {TERMS_TABLE} WHERE term >= %s AND term < %s{columns}))"  # noqa: S608 - our table, values bound
             return sql, _prefix_range(match[1][0])
@@ -780,12 +761,12 @@ class SqliteBackend:
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]:
         # One set of rowids, so SQLite can start from the matches rather than from the namespace.
         parts, params = [], []
-        words = [_fts5(m) for m in matches if m[0] not in _PREFIXES]
+        words = [_fts5(m) for m in matches if m[0] != "prefix"]
         if words:
             parts.append(f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s")  # noqa: S608 - our table
             params.append(" OR ".join(words))
         for match in matches:
-            if match[0] in _PREFIXES:
+            if match[0] == "prefix":
                 parts.append(f"SELECT doc FROM {TERMS_TABLE} WHERE term >= %s AND term < %s")  # noqa: S608 - our table
                 params += _prefix_range(match[1][0])
         if not parts:

@@ -50,9 +50,6 @@ PREFIX_MIN = 3  # the last word typed also matches as a prefix from this length
 COMPOUND_MIN = 4  # any word this long also matches indexed words it begins ("postgres" → PostgreSQL)
 TYPO_MIN = 5  # words this long tolerate one typo
 TYPO_TWO_MIN = 9  # words this long tolerate two
-# Prefixes of indexed stems this long or shorter (from `PREFIX_MIN`) are keys of PostgreSQL's prefix
-# index; a longer prefix is matched against the stems themselves. The index migration uses the same.
-PREFIX_KEY_MAX = 12
 
 
 @lru_cache(maxsize=1)
@@ -205,11 +202,6 @@ class QueryWord:
         if not self.text.isalpha() or len(self.text) < TYPO_MIN:
             return 0
         return 2 if len(self.text) >= TYPO_TWO_MIN else 1
-
-    @cached_property
-    def prefix_keyed(self) -> bool:
-        """Its prefix is one key of the prefix index (see `PREFIX_KEY_MAX`)."""
-        return PREFIX_MIN <= len(self.prefix_lexeme) <= PREFIX_KEY_MAX
 
     @cached_property
     def surface_prefix(self) -> bool:

@@ -554,7 +554,6 @@ def test_outside_a_transaction_the_similarity_threshold_is_set_once_per_connecti
         ("kyoto or osaka", "paris or tokyo", {"categories": ("travel", "food")}),
         ("one tea*", "use cup*", {"tags": ("coffee", "tea")}),
         ("expresso meetin", "biscuit walkin", {"categories": ("food",), "tags": ("morning",)}),
-        ("coffee supercalifragil", "walks internationalis", {}),
     ],
 )
 def test_a_postgresql_statement_compiled_once_per_shape_is_the_one_compiled_for_the_query(
@@ -572,41 +571,3 @@ def test_a_postgresql_statement_compiled_once_per_shape_is_the_one_compiled_for_
             assert backends._compiled(PostgresBackend(), build, recall_query, scoped, limit, *shape) == direct
         shapes = len(backends._shapes)
     assert shapes == len(backends._shapes)  # the second query of the shape reused the first one's text
-
-
-def test_a_prefix_longer_than_the_prefix_index_keys_is_matched_against_the_stems(scope):
-    # Both items share the first twelve letters, the longest key of PostgreSQL's prefix index.
-    wanted = services.memory_remember(
-        scope=scope, content="Supercalifragilistic is a long word.", actor="owner:1"
-    )
-    services.memory_remember(scope=scope, content="Supercalifragxyzzy is not that word.", actor="owner:1")
-
-    for typed in ("supercalifragil", "supercalifragi"):
-        page = selectors.memory_recall(scope=scope, query=typed)
-        assert [i["id"] for i in page.items] == [wanted.memory["id"]], typed
-    assert len(selectors.memory_recall(scope=scope, query="supercalifra").items) == 2
-
-
-def test_each_database_looks_a_type_ahead_prefix_up_in_its_index_of_prefixes(scope, on_postgres):
-    from memory.search import Filters, analyze, backends
-
-    load_items(scope)
-    filters = Filters(namespace=scope.namespace, now=timezone.now())
-    sql, _params, _names = backends._find_statement(
-        backends.get_backend(), analyze("coffee roa"), filters, 200
-    )
-    widening = sql[sql.index(" UNION ") :]
-
-    if on_postgres:
-        # Every stem prefix is a key of the (namespace, prefixes) index: "roa" is read like a word.
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'memory_item_ns_prefix_gin'")
-            (definition,) = cursor.fetchone()
-        assert "USING gin (namespace, prefixes)" in definition
-        assert "i.prefixes @@ q." in widening
-        assert "i.search @@" not in widening.split(" WHERE ", 1)[1].split(" AND (SELECT count(*)")[0]
-    else:
-        # SQLite reads prefixes from the FTS5 vocabulary of indexed stems.
-        assert "memory_item_terms" in widening
-    page = selectors.memory_recall(scope=scope, query="coffee roa")
-    assert page.items[0]["matched"] == ["coffee", "roa"]
