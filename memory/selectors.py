@@ -29,6 +29,7 @@ from memory.search import (
     analyze,
     highlights,
     item_records,
+    items_by_pk,
     ranked_hits,
     recent,
 )
@@ -241,19 +242,8 @@ def _hybrid_ranking(
     return fused, rows, RETRIEVAL_HYBRID, (DEGRADED_EMBEDDER if missing else None)
 
 
-def _items_by_pk(pks: list[int]) -> dict[int, MemoryItem]:
-    """The items with these pks. A raw statement: on recall's path, compiling the ORM query cost
-    more than reading the rows."""
-    if not pks:
-        return {}
-    marks = ", ".join(["%s"] * len(pks))
-    columns = ", ".join(str(field.column) for field in MemoryItem._meta.concrete_fields)
-    sql = f"SELECT {columns} FROM {MemoryItem._meta.db_table} WHERE id IN ({marks})"  # noqa: S608 - our table, values bound
-    return {item.pk: item for item in MemoryItem.objects.raw(sql, pks)}
-
-
 def recall_view(
-    item: MemoryItem | ItemRecord, *, score: float, matched: list[str], match: str, highlight: list[str]
+    item: ItemRecord, *, score: float, matched: list[str], match: str, highlight: list[str]
 ) -> dict[str, Any]:
     """An item as recall returns it: why it matched beside what it holds."""
     return memory_view(item) | {"score": score, "matched": matched, "match": match, "highlight": highlight}
@@ -301,8 +291,8 @@ def memory_recall(
         hits = [h for h in hits if h.position < after]
     page = hits[:size]
     read = [rows[h.pk] for h in page if h.pk in rows]
-    by_pk: dict[int, MemoryItem | ItemRecord] = {item.pk: item for item in item_records(read)}
-    by_pk |= _items_by_pk([h.pk for h in page if h.pk not in rows])  # neighbours full text did not find
+    by_pk = {item.pk: item for item in item_records(read)}
+    by_pk |= items_by_pk([h.pk for h in page if h.pk not in rows])  # neighbours full text did not find
     items = []
     for hit in page:
         item = by_pk.get(hit.pk)
@@ -332,7 +322,7 @@ def _recall_recent(
     after = _recent_position(position) if position is not None else None
     pks = recent(query, filters, after=after, limit=size + 1)
     page = pks[:size]
-    by_pk = _items_by_pk(page)
+    by_pk = items_by_pk(page)
     rows = [by_pk[pk] for pk in page if pk in by_pk]
     items = [recall_view(item, score=0.0, matched=[], match=MATCH_RECENT, highlight=[]) for item in rows]
     next_cursor = None

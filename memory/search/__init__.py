@@ -16,6 +16,7 @@ from memory.search.backends import (
     find_tolerant,
     fts_rebuild,
     item_records,
+    items_by_pk,
     recent,
 )
 from memory.search.query import STOP_WORDS, RecallQuery, analyze, parse_query
@@ -52,6 +53,7 @@ __all__ = [
     "fts_rebuild",
     "highlights",
     "item_records",
+    "items_by_pk",
     "parse_query",
     "ranked_hits",
     "recent",

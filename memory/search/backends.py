@@ -574,6 +574,18 @@ def item_records(rows: list[ItemRow]) -> list[ItemRecord]:
     return records
 
 
+def items_by_pk(pks: list[int]) -> dict[int, ItemRecord]:
+    """The items with these pks, read as a recall page shows them (`item_records`)."""
+    if not pks:
+        return {}
+    marks = ", ".join(["%s"] * len(pks))
+    sql = f"SELECT {_item_select('i')} FROM {ITEM_TABLE} i WHERE i.id IN ({marks})"  # noqa: S608 - our table, values bound
+    with connection.cursor() as cursor:
+        cursor.execute(sql, pks)
+        rows = cursor.fetchall()
+    return {record.pk: record for record in item_records(rows)}
+
+
 def recent(
     query: RecallQuery, filters: Filters, *, after: tuple[datetime, int] | None, limit: int
 ) -> list[int]:

@@ -515,6 +515,8 @@ def test_recall_shows_its_page_from_the_rows_it_read_without_building_models(sco
     page = selectors.memory_recall(scope=scope, query="espresso bisquit")
 
     assert {i["id"] for i in page.items} == {ids["espresso_title"], ids["espresso_content"], ids["dog"]}
+    recent = selectors.memory_recall(scope=scope, query="what do you remember about me?", limit=3)
+    assert [i["match"] for i in recent.items] == ["recent"] * 3
 
 
 def test_a_misspelled_word_takes_one_more_statement_for_its_trigram_candidates(scope):
