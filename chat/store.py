@@ -1,7 +1,8 @@
-"""The chat's two hot writes behind one interface, the send's admission and a run's draft save, and the
-watchdog's cluster-wide sweep lock.
+"""The chat's hot statements behind one interface: the send's admission, a run's locks (taken by every
+write of its lifecycle), its state (the Stop fallback's poll) and its draft save; and the watchdog's
+cluster-wide sweep lock.
 
-`PostgresChatStore` sends each as one prepared statement (`opencompany.core.db.hot_fetchone`);
+`PostgresChatStore` sends each as prepared statements (`opencompany.core.db.hot_fetchone`);
 `PortableChatStore` writes the same rows through the ORM, on any database. `ChatConfig.ready()` installs
 the implementation for the default database once, the way Django picks a database backend; services
 reach it through `chat_store()`. One test suite runs over both.
@@ -17,7 +18,7 @@ from functools import cache, cached_property
 from typing import Any, Protocol
 
 from django.db import IntegrityError, connection, models, transaction
-from django.db.models import F
+from django.db.models import F, Subquery
 from django.utils import timezone
 
 from chat.models import LIVE_STATES, ChatMessage, ChatRun, ChatThread
@@ -56,6 +57,16 @@ class ChatStore(Protocol):
         having written nothing, in every other case and whenever the store cannot take the fast path
         (the caller then admits under the thread lock and answers with the precise code).
         """
+        ...
+
+    def run_lock(self, *, run_id: str, claimant: str | None) -> tuple[ChatThread, ChatRun] | None:
+        """Lock the run's thread, then the run row (the lock order of every chat write), for the rest of
+        the caller's transaction, and return both as loaded. None when the run is gone or no longer live,
+        or (with `claimant`) is not that claimant's; the thread, if any, stays locked."""
+        ...
+
+    def run_state(self, *, run_id: str) -> str | None:
+        """The run's state; None for an unknown run."""
         ...
 
     def draft_save(
@@ -133,6 +144,36 @@ def _check_columns(
 
 
 # --- PostgreSQL -----------------------------------------------------------------------------------------
+
+
+def _select_list(model: type[models.Model], alias: str) -> str:
+    """Every concrete column of `model` in field order; JSON as text, the form its field's converter
+    reads (as the ORM's own queries return it)."""
+    quote = connection.ops.quote_name
+    return ", ".join(
+        f"{alias}.{quote(_column(f))}" + ("::text" if isinstance(f, models.JSONField) else "")
+        for f in model._meta.concrete_fields
+    )
+
+
+@cache
+def _converters(model: type[models.Model]) -> list[tuple[Any, list[Any]]]:
+    """Per concrete field, its column expression and the converters the ORM applies to a loaded value."""
+    out = []
+    for field in model._meta.concrete_fields:
+        column = field.get_col(model._meta.db_table)
+        out.append((column, connection.ops.get_db_converters(column) + field.get_db_converters(connection)))
+    return out
+
+
+def _loaded[M: models.Model](model: type[M], row: tuple[Any, ...]) -> M:
+    """The instance of a row selected with `_select_list`, converted and built as the ORM loads one."""
+    values = []
+    for value, (column, converters) in zip(row, _converters(model), strict=True):
+        for converter in converters:
+            value = converter(value, column, connection)
+        values.append(value)
+    return model.from_db(connection.alias, [f.attname for f in model._meta.concrete_fields], values)
 
 
 def _quoted_list(values: tuple[str, ...]) -> str:
@@ -218,6 +259,39 @@ RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
             "WHERE run_id = %(run_id)s AND claimant = %(claimant)s "
             f"AND state IN ({_quoted_list(LIVE_STATES)}) RETURNING 1"
         )
+
+    @cached_property
+    def _thread_lock_sql(self) -> str:
+        return (
+            f"SELECT {_select_list(ChatThread, 't')} FROM {ChatThread._meta.db_table} t "  # noqa: S608 - our tables
+            f"WHERE t.id = (SELECT r.thread_id FROM {ChatRun._meta.db_table} r WHERE r.run_id = %(run_id)s) "
+            "FOR UPDATE OF t"
+        )
+
+    @cached_property
+    def _run_lock_sql(self) -> str:
+        return (
+            f"SELECT {_select_list(ChatRun, 'r')} FROM {ChatRun._meta.db_table} r "  # noqa: S608 - our table
+            f"WHERE r.run_id = %(run_id)s AND r.state IN ({_quoted_list(LIVE_STATES)}) "
+            "AND (%(claimant)s::varchar IS NULL OR r.claimant = %(claimant)s::varchar) FOR UPDATE OF r"
+        )
+
+    @cached_property
+    def _state_sql(self) -> str:
+        return f"SELECT state FROM {ChatRun._meta.db_table} WHERE run_id = %(run_id)s"  # noqa: S608 - our table
+
+    def run_lock(self, *, run_id: str, claimant: str | None) -> tuple[ChatThread, ChatRun] | None:
+        thread = hot_fetchone(self._thread_lock_sql, {"run_id": run_id})
+        if thread is None:
+            return None
+        run = hot_fetchone(self._run_lock_sql, {"run_id": run_id, "claimant": claimant})
+        if run is None:
+            return None
+        return _loaded(ChatThread, thread), _loaded(ChatRun, run)
+
+    def run_state(self, *, run_id: str) -> str | None:
+        row = hot_fetchone(self._state_sql, {"run_id": run_id})
+        return None if row is None else str(row[0])
 
     def send_admit(
         self,
@@ -380,6 +454,19 @@ class PortableChatStore:
         )
         # The thread row is locked: its revision is the one read plus this admission.
         return Admitted(message=created_message, run=created_run, revision=thread.revision + 1)
+
+    def run_lock(self, *, run_id: str, claimant: str | None) -> tuple[ChatThread, ChatRun] | None:
+        # The run's thread never changes: its id is a subquery, and only the thread is locked by it.
+        thread_id = ChatRun.objects.filter(run_id=run_id).values("thread_id")[:1]
+        thread = ChatThread.objects.select_for_update().filter(pk=Subquery(thread_id)).first()
+        if thread is None:
+            return None
+        live = ChatRun.objects.select_for_update().filter(run_id=run_id, state__in=LIVE_STATES)
+        run = (live if claimant is None else live.filter(claimant=claimant)).first()
+        return None if run is None else (thread, run)
+
+    def run_state(self, *, run_id: str) -> str | None:
+        return ChatRun.objects.filter(run_id=run_id).values_list("state", flat=True).first()
 
     def draft_save(
         self,

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q, Subquery
+from django.db.models import F, Q
 from django.utils import timezone
 
 from chat import errors
@@ -111,14 +111,6 @@ class RunBegun:
     epoch: int = 1
 
 
-def _lock_thread_of(run_id: str) -> ChatThread | None:
-    """Lock the run's thread, the first lock a run write takes; None when the run or its thread is gone.
-
-    One statement: the run's thread id is a subquery (it never changes), and only the thread is locked."""
-    thread_id = ChatRun.objects.filter(run_id=run_id).values("thread_id")[:1]
-    return ChatThread.objects.select_for_update().filter(pk=Subquery(thread_id)).first()
-
-
 @transaction.atomic
 def run_begin(
     *, run_id: str, claimant: str, key: ConversationKey | None, runtime: str | None = None
@@ -135,16 +127,10 @@ def run_begin(
     the append. Refused with `run_ended` (and nothing written) when the run is no longer live or no
     longer this claimant's.
     """
-    thread = _lock_thread_of(run_id)
-    run = (
-        ChatRun.objects.select_for_update()
-        .filter(run_id=run_id, claimant=claimant, state__in=LIVE_STATES)
-        .first()
-        if thread is not None
-        else None
-    )
-    if run is None:
+    locked = chat_store().run_lock(run_id=run_id, claimant=claimant)
+    if locked is None:
         raise _err(errors.RUN_ENDED, "The run has ended or belongs to another claimant.", {"run_id": run_id})
+    run = locked[1]
     head = conversation_for_update(key=key) if key is not None else None
     notes = _claim_notes(run.thread_id, run.run_id)
     question = ChatMessage.objects.get(thread_id=run.thread_id, uid=run.user_message_uid)
@@ -162,16 +148,10 @@ def run_delegate_begin(
     `run_begin` for the teammate's own conversation (repair, the cursor recorded on the run so a branch
     move rewinds the teammate too, the task appended as its user turn), without chat notes. Refused
     with `run_ended` when the run is no longer live or no longer this claimant's."""
-    thread = _lock_thread_of(run_id)
-    run = (
-        ChatRun.objects.select_for_update()
-        .filter(run_id=run_id, claimant=claimant, state__in=LIVE_STATES)
-        .first()
-        if thread is not None
-        else None
-    )
-    if run is None:
+    locked = chat_store().run_lock(run_id=run_id, claimant=claimant)
+    if locked is None:
         raise _err(errors.RUN_ENDED, "The run has ended or belongs to another claimant.", {"run_id": run_id})
+    run = locked[1]
     head = conversation_for_update(key=key)
     return _begin_turn(run, key, make_user(text), head=head, runtime=runtime)
 
@@ -219,7 +199,9 @@ def run_save_draft(*, run_id: str, claimant: str, text: str, steps: list[dict[st
 
 
 def run_state(*, run_id: str) -> str | None:
-    return ChatRun.objects.filter(run_id=run_id).values_list("state", flat=True).first()
+    """The run's state (None for an unknown run): Stop's fallback polls it while a run is live, so it
+    goes through the chat store."""
+    return chat_store().run_state(run_id=run_id)
 
 
 @transaction.atomic
@@ -241,15 +223,10 @@ def run_finish(
     claimant may finish a claimed run (the watchdog passes `claimant=None`). Notes the run carried are
     marked told only if it answered. Returns None when the run had already ended.
     """
-    thread = _lock_thread_of(run_id)
-    if thread is None:
+    locked = chat_store().run_lock(run_id=run_id, claimant=claimant)
+    if locked is None:
         return None
-    qs = ChatRun.objects.select_for_update().filter(run_id=run_id, state__in=LIVE_STATES)
-    if claimant is not None:
-        qs = qs.filter(claimant=claimant)
-    run = qs.first()
-    if run is None:
-        return None
+    thread, run = locked
     if run.state == ChatRun.State.STOPPING and outcome != ChatRun.State.ERROR:
         outcome = ChatRun.State.STOPPED
     if (

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import DataError, models
+from django.db import DataError, models, transaction
 from django.utils import timezone
 
 from chat import services
@@ -262,6 +262,73 @@ def test_a_draft_is_saved_only_for_its_claimant_while_the_run_is_live(
 
     assert ended is False
     assert ChatRun.objects.get(run_id=run_id).draft_text == "Half an answer"
+
+
+def test_a_run_lock_answers_the_thread_and_the_live_run_as_the_orm_loads_them(
+    store: ChatStore, workflow: Any
+) -> None:
+    run_id = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello").run.run_id
+    claimant = services.new_claimant()
+    services.run_claim(run_id=run_id, claimant=claimant)
+    ChatRun.objects.filter(run_id=run_id).update(
+        context_cursors={"agent": {"length": 2, "digest": "d"}},
+        draft_steps=[{"id": "c1", "state": "done"}],
+        usage={"input_tokens": 3},
+        draft_text='a "quoted" \\ draft',
+    )
+
+    with transaction.atomic():
+        locked = store.run_lock(run_id=run_id, claimant=claimant)
+        unclaimed = store.run_lock(run_id=run_id, claimant=None)
+        not_theirs = store.run_lock(run_id=run_id, claimant="someone-else")
+        unknown = store.run_lock(run_id="run_unknown", claimant=None)
+
+    assert locked is not None
+    assert unclaimed is not None
+    thread, run = locked
+    assert columns(thread) == columns(ChatThread.objects.get(workflow=workflow))
+    assert columns(run) == columns(ChatRun.objects.get(run_id=run_id))
+    assert (thread._state.adding, run._state.adding) == (False, False)
+    assert columns(unclaimed[1]) == columns(run)
+    assert (not_theirs, unknown) == (None, None)
+    assert (store.run_state(run_id=run_id), store.run_state(run_id="run_unknown")) == ("running", None)
+
+    services.run_finish(run_id=run_id, claimant=claimant, outcome="finished", text="An answer", seq=5)
+    with transaction.atomic():
+        ended = store.run_lock(run_id=run_id, claimant=None)
+
+    assert ended is None
+    assert store.run_state(run_id=run_id) == "finished"
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_run_lock_holds_the_thread_and_the_run_rows_until_the_transaction_ends(
+    store: ChatStore, workflow: Any
+) -> None:
+    import psycopg
+
+    from tests import live
+
+    run_id = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello").run.run_id
+    thread_id = ChatRun.objects.get(run_id=run_id).thread_id
+    with psycopg.connect(live.test_database_url(), autocommit=True) as other:
+
+        def free(sql: str, key: Any) -> bool:
+            try:
+                other.execute(sql, [key])
+            except psycopg.errors.LockNotAvailable:
+                return False
+            return True
+
+        thread_sql = "SELECT 1 FROM chat_chatthread WHERE id = %s FOR UPDATE NOWAIT"
+        run_sql = "SELECT 1 FROM chat_chatrun WHERE run_id = %s FOR UPDATE NOWAIT"
+        with transaction.atomic():
+            assert store.run_lock(run_id=run_id, claimant=None) is not None
+            held = (free(thread_sql, thread_id), free(run_sql, run_id))
+        after = (free(thread_sql, thread_id), free(run_sql, run_id))
+
+    assert held == (False, False)
+    assert after == (True, True)
 
 
 def test_the_installed_store_fits_the_default_database(on_postgres: bool) -> None:
