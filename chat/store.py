@@ -23,7 +23,16 @@ from django.utils import timezone
 
 from chat.models import LIVE_STATES, ChatMessage, ChatRun, ChatThread
 from graphs.models import Deployment, Workflow
-from opencompany.core.db import hot_fetchone
+from opencompany.core.db import (
+    column_of,
+    hot_fetchone,
+    insert_fields,
+    insert_select_lists,
+    parameter_type,
+    row_params,
+    row_with_defaults,
+    stored,
+)
 
 
 @dataclass(frozen=True)
@@ -101,40 +110,6 @@ _RUN_DERIVED = {"thread_id": "ok.id", "workflow_id": "ok.workflow_id", "generati
 _MESSAGE_DERIVED = {"thread_id": "ok.id", "generation": "ok.generation", "parent_uid": "parent.uid"}
 
 
-@cache
-def _insert_fields(model: type[models.Model]) -> dict[str, models.Field[Any, Any]]:
-    """The fields an insert writes, by attname: every concrete field but a database-generated key."""
-    return {f.attname: f for f in model._meta.concrete_fields if f is not model._meta.auto_field}
-
-
-def _column(field: models.Field[Any, Any]) -> str:
-    if field.column is None:
-        raise TypeError(f"{field.name} has no column")
-    return field.column
-
-
-def _row(
-    model: type[models.Model], supplied: Mapping[str, Any], *, skip: frozenset[str], now: datetime
-) -> dict[str, Any]:
-    """Every insert column of `model` but `skip`, by attname: the supplied value, else the field's
-    default (an `auto_now`/`auto_now_add` field takes `now`, as the ORM's save does)."""
-    fields = _insert_fields(model)
-    unknown = sorted(set(supplied) - set(fields))
-    if unknown:
-        raise TypeError(f"{model.__name__} has no columns {unknown}")
-    row: dict[str, Any] = {}
-    for attname, field in fields.items():
-        if attname in skip:
-            continue
-        if attname in supplied:
-            row[attname] = supplied[attname]
-        elif getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
-            row[attname] = now
-        else:
-            row[attname] = field.get_default()
-    return row
-
-
 def _check_columns(
     model: type[models.Model], supplied: Mapping[str, Any], *, decided: frozenset[str]
 ) -> None:
@@ -151,7 +126,7 @@ def _select_list(model: type[models.Model], alias: str) -> str:
     reads (as the ORM's own queries return it)."""
     quote = connection.ops.quote_name
     return ", ".join(
-        f"{alias}.{quote(_column(f))}" + ("::text" if isinstance(f, models.JSONField) else "")
+        f"{alias}.{quote(column_of(f))}" + ("::text" if isinstance(f, models.JSONField) else "")
         for f in model._meta.concrete_fields
     )
 
@@ -180,34 +155,14 @@ def _quoted_list(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 
 
-def _parameter_type(field: models.Field[Any, Any]) -> str:
-    """The type a parameter is cast to: the column's, but unbounded for text, so the column's own length
-    check refuses an over-long value instead of a cast cutting it short."""
-    if isinstance(field, models.CharField):
-        return str(connection.ops.cast_char_field_without_max_length)
-    return str(field.cast_db_type(connection))
-
-
 class PostgresChatStore:
     """Each operation is one prepared statement with server-side binding."""
 
-    def _insert_lists(
-        self, model: type[models.Model], derived: Mapping[str, str], prefix: str
-    ) -> tuple[str, str]:
-        columns, values = [], []
-        for field in _insert_fields(model).values():
-            columns.append(_column(field))
-            if field.attname in derived:
-                values.append(derived[field.attname])
-            else:  # cast: a parameter in a SELECT list has no column to take its type from
-                values.append(f"%({prefix}{field.attname})s::{_parameter_type(field)}")
-        return ", ".join(columns), ", ".join(values)
-
     @cached_property
     def _send_sql(self) -> str:
-        run_columns, run_values = self._insert_lists(ChatRun, _RUN_DERIVED, "run_")
-        message_columns, message_values = self._insert_lists(ChatMessage, _MESSAGE_DERIVED, "msg_")
-        client_id_type = _parameter_type(_insert_fields(ChatMessage)["client_message_id"])
+        run_columns, run_values = insert_select_lists(ChatRun, _RUN_DERIVED, "run_")
+        message_columns, message_values = insert_select_lists(ChatMessage, _MESSAGE_DERIVED, "msg_")
+        client_id_type = parameter_type(insert_fields(ChatMessage)["client_message_id"])
         client_id = f"%(msg_client_message_id)s::{client_id_type}"
         # The thread row is locked first; the lane and the client id are also guarded by their unique
         # indexes, so a writer that committed while this statement waited makes it fail whole.
@@ -309,8 +264,8 @@ RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
         _check_columns(ChatRun, run, decided=frozenset(_RUN_DERIVED))
         _check_columns(ChatMessage, message, decided=frozenset(_MESSAGE_DERIVED))
         now = timezone.now()
-        run_row = _row(ChatRun, run, skip=frozenset(_RUN_DERIVED), now=now)
-        message_row = _row(ChatMessage, message, skip=frozenset(_MESSAGE_DERIVED), now=now)
+        run_row = row_with_defaults(ChatRun, run, skip=frozenset(_RUN_DERIVED), now=now)
+        message_row = row_with_defaults(ChatMessage, message, skip=frozenset(_MESSAGE_DERIVED), now=now)
         params: dict[str, Any] = {
             "workflow_id": workflow_id,
             "owner_id": owner_id,
@@ -319,10 +274,8 @@ RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
             "root_parent": _ROOT_PARENT,
             "now": now,
         }
-        for prefix, model, row in (("run_", ChatRun, run_row), ("msg_", ChatMessage, message_row)):
-            fields = _insert_fields(model)
-            for attname, value in row.items():
-                params[prefix + attname] = fields[attname].get_db_prep_save(value, connection)
+        params.update(row_params(ChatRun, run_row, "run_"))
+        params.update(row_params(ChatMessage, message_row, "msg_"))
         try:
             returned = hot_fetchone(self._send_sql, params)
         except IntegrityError:
@@ -330,10 +283,10 @@ RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
         if returned is None:
             return None
         thread_id, revision, message_id, parent_uid, generation = returned
-        stored_run = _stored(
+        stored_run = stored(
             ChatRun, {**run_row, "thread_id": thread_id, "workflow_id": workflow_id, "generation": generation}
         )
-        stored_message = _stored(
+        stored_message = stored(
             ChatMessage,
             {
                 **message_row,
@@ -357,7 +310,7 @@ RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
     ) -> bool:
         params = {
             "text": text,
-            "steps": _insert_fields(ChatRun)["draft_steps"].get_db_prep_save(steps, connection),
+            "steps": insert_fields(ChatRun)["draft_steps"].get_db_prep_save(steps, connection),
             "seq": seq,
             "now": now,
             "run_id": run_id,
@@ -379,12 +332,6 @@ RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
         finally:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", [WATCHDOG_LOCK_KEY])
-
-
-def _stored[M: models.Model](model: type[M], values: Mapping[str, Any]) -> M:
-    """The instance of a row this store wrote, built as the ORM builds a loaded row."""
-    names = [f.attname for f in model._meta.concrete_fields]
-    return model.from_db(connection.alias, names, [values[name] for name in names])
 
 
 # --- portable -------------------------------------------------------------------------------------------

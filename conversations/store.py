@@ -1,6 +1,7 @@
-"""The conversation store: the two statements every turn runs, once per database backend.
+"""The conversation store: the statements every turn runs, once per database backend.
 
-A turn appends after the head it read and the next firing loads the whole conversation. PostgreSQL
+A turn appends after the head it read, records each provider call in the ledger (with the pressure it
+sets on the head), and the next firing loads the whole conversation. PostgreSQL
 does each in one hand-written statement (`opencompany.core.db`); every other database runs the
 portable implementation (the ORM and plain SQL). The implementation is chosen once, when the app
 loads (`ConversationsConfig.ready()`), and services and selectors reach it through
@@ -13,17 +14,30 @@ services.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Protocol
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import F
 
-from conversations.models import AgentConversation, ConversationMessage
+from conversations.models import AgentConversation, ConversationMessage, ProviderCall
 from conversations.types import ConversationKey, TokenUsage
-from opencompany.core.db import hot_fetchall, hot_fetchone
+from graphs.models import Workflow
+from opencompany.core.db import (
+    column_of,
+    hot_fetchall,
+    hot_fetchone,
+    insert_fields,
+    insert_select_lists,
+    parameter_type,
+    row_params,
+    row_with_defaults,
+    stored,
+)
 
 INSERT_BATCH = 500  # rows per INSERT of the ORM's bulk inserts
 
@@ -69,6 +83,20 @@ class ConversationStore(Protocol):
         """The stored messages of `key` in seq order (`[]` when none); database errors propagate."""
         ...
 
+    def call_record(
+        self,
+        *,
+        call: Mapping[str, Any],
+        pressure_of: ConversationKey | None,
+        pressure: Mapping[str, Any],
+        now: datetime,
+    ) -> ProviderCall | None:
+        """Append one provider call to the ledger (`call`: its columns but the owner, which is its
+        workflow's; every other column takes its field's default) and, with `pressure_of`, set that
+        head's `pressure` columns if its head digest is still the call's `conversation_digest`. All or
+        nothing; None, with nothing written, when the workflow is gone."""
+        ...
+
 
 def _load_where() -> str:
     quote = connection.ops.quote_name
@@ -83,6 +111,22 @@ def _load_where() -> str:
 
 def _key_params(key: ConversationKey) -> list[str | int]:
     return [key.workflow_id, key.generation, key.agent_node_id]
+
+
+# The head's columns a provider call's pressure sets, and the ledger column the store decides.
+PRESSURE_COLUMNS = ("last_input_tokens", "pressure_headroom_tokens", "context_window", "pressure_estimated")
+_CALL_DERIVED = {"owner_id": "w.owner_id"}
+
+
+def _check_call(
+    call: Mapping[str, Any], pressure_of: ConversationKey | None, pressure: Mapping[str, Any]
+) -> None:
+    if set(call) & set(_CALL_DERIVED):
+        raise TypeError(f"the store decides the ledger columns {sorted(_CALL_DERIVED)}")
+    if pressure_of is not None and set(pressure) != set(PRESSURE_COLUMNS):
+        raise TypeError(f"a call's pressure sets exactly {list(PRESSURE_COLUMNS)}")
+    if pressure_of is not None and pressure_of.workflow_id != call.get("workflow_id"):
+        raise TypeError("a call sets the pressure of its own workflow's conversation only")
 
 
 # --- PostgreSQL -------------------------------------------------------------------------------------
@@ -162,6 +206,54 @@ class PostgresConversationStore(ConversationStore):
             owner_id=owner_id, length=length, revision=revision, bytes=size, notes_revision=notes_revision
         )
 
+    @cached_property
+    def _call_sql(self) -> str:
+        columns, values = insert_select_lists(ProviderCall, _CALL_DERIVED, "call_")
+        heads = AgentConversation._meta.db_table
+        fields = insert_fields(AgentConversation)
+        sets = ", ".join(
+            f"{column_of(fields[name])} = %(set_{name})s::{parameter_type(fields[name])}"
+            for name in PRESSURE_COLUMNS
+        )
+        # A data-modifying WITH runs once whether or not the outer query reads it; the pressure
+        # update is the compare-and-swap on the head digest, and lands only with the ledger row.
+        return f"""
+WITH w AS (
+    SELECT owner_id FROM {Workflow._meta.db_table} WHERE id = %(call_workflow_id)s
+), call AS (
+    INSERT INTO {ProviderCall._meta.db_table} ({columns}) SELECT {values} FROM w RETURNING id, owner_id
+), pressure AS (
+    UPDATE {heads} AS c SET {sets}
+    WHERE %(sets_pressure)s::boolean AND c.workflow_id = %(call_workflow_id)s
+      AND c.generation = %(key_generation)s::integer AND c.agent_node_id = %(key_agent)s
+      AND c.head_digest = %(call_conversation_digest)s AND EXISTS (SELECT 1 FROM call)
+)
+SELECT id, owner_id FROM call
+"""  # noqa: S608 - identifiers of our models; every value is a parameter
+
+    def call_record(
+        self,
+        *,
+        call: Mapping[str, Any],
+        pressure_of: ConversationKey | None,
+        pressure: Mapping[str, Any],
+        now: datetime,
+    ) -> ProviderCall | None:
+        _check_call(call, pressure_of, pressure)
+        row = row_with_defaults(ProviderCall, call, skip=frozenset(_CALL_DERIVED), now=now)
+        params = row_params(ProviderCall, row, "call_")
+        params.update({f"set_{name}": pressure.get(name) for name in PRESSURE_COLUMNS})
+        params.update(
+            sets_pressure=pressure_of is not None,
+            key_generation=pressure_of.generation if pressure_of else 0,
+            key_agent=pressure_of.agent_node_id if pressure_of else "",
+        )
+        returned = hot_fetchone(self._call_sql, params)
+        if returned is None:
+            return None
+        call_id, owner_id = returned
+        return stored(ProviderCall, {**row, "id": call_id, "owner_id": owner_id})
+
     def load(self, *, key: ConversationKey) -> list[dict[str, Any]]:
         rows = hot_fetchall(self.load_sql, _key_params(key))
         joined = rows[0][0] if rows else None
@@ -236,6 +328,28 @@ class PortableConversationStore(ConversationStore):
         # Text columns come back as the stored JSON text; native JSON columns already parsed.
         loads = json.loads
         return [loads(value) if isinstance(value, str | bytes) else value for (value,) in rows]
+
+    def call_record(
+        self,
+        *,
+        call: Mapping[str, Any],
+        pressure_of: ConversationKey | None,
+        pressure: Mapping[str, Any],
+        now: datetime,
+    ) -> ProviderCall | None:
+        _check_call(call, pressure_of, pressure)
+        with transaction.atomic():
+            owner_id = (
+                Workflow.objects.filter(pk=call["workflow_id"]).values_list("owner_id", flat=True).first()
+            )
+            if owner_id is None:
+                return None
+            row = ProviderCall.objects.create(owner_id=owner_id, **call)
+            if pressure_of is not None:
+                AgentConversation.objects.filter(
+                    **pressure_of.filter_kwargs(), head_digest=call["conversation_digest"]
+                ).update(**pressure)
+        return row
 
 
 # --- the choice -------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from conversations import errors
 from conversations.models import AgentConversation, CompactionAttempt, ConversationMessage, ProviderCall
@@ -29,8 +30,9 @@ from conversations.services._common import (
     _workflow_owner_id,
     _write_from,
 )
+from conversations.store import conversation_store
 from conversations.types import ConversationKey
-from opencompany.core.errors import ApplicationError, invalid
+from opencompany.core.errors import ApplicationError, invalid, not_found
 
 logger = logging.getLogger(__name__)
 
@@ -91,58 +93,60 @@ def call_cost(*, model: str, input_tokens: int, cached_tokens: int, output_token
     return total.quantize(Decimal("0.000001"))
 
 
-@transaction.atomic
 def provider_call_record(*, scope: CallScope, counts: CallCounts) -> ProviderCall:
     """Append one provider call to the ledger (with its request record) and, when the conversation's
-    head is still `counts.conversation_digest`, make its pressure that call's.
+    head is still `counts.conversation_digest`, make its pressure that call's, all or nothing.
 
     The row holds counts and digests only. It is written for finished, stopped and failed calls alike,
-    and never changed afterwards."""
-    owner_id = _workflow_owner_id(scope.workflow_id)
-    row = ProviderCall.objects.create(
-        owner_id=owner_id,
-        workflow_id=scope.workflow_id,
-        generation=scope.generation,
-        agent_node_id=scope.agent_node_id,
-        run_id=scope.run_id[:200],
-        kind=counts.kind,
-        status=counts.status,
-        provider=counts.provider[:40],
-        model=counts.model[:200],
-        input_tokens=counts.input_tokens,
-        cached_tokens=counts.cached_tokens,
-        cache_write_tokens=counts.cache_write_tokens,
-        output_tokens=counts.output_tokens,
-        usage_reported=counts.usage_reported,
-        cost=call_cost(
+    and never changed afterwards. A run records a call per step, so this goes through the conversation
+    store (one prepared statement on PostgreSQL)."""
+    call = {
+        "workflow_id": scope.workflow_id,
+        "generation": scope.generation,
+        "agent_node_id": scope.agent_node_id,
+        "run_id": scope.run_id[:200],
+        "kind": counts.kind,
+        "status": counts.status,
+        "provider": counts.provider[:40],
+        "model": counts.model[:200],
+        "input_tokens": counts.input_tokens,
+        "cached_tokens": counts.cached_tokens,
+        "cache_write_tokens": counts.cache_write_tokens,
+        "output_tokens": counts.output_tokens,
+        "usage_reported": counts.usage_reported,
+        "cost": call_cost(
             model=counts.model,
             input_tokens=counts.input_tokens,
             cached_tokens=counts.cached_tokens,
             output_tokens=counts.output_tokens,
         ),
-        settings=counts.settings,
-        system_digest=counts.system_digest,
-        notes_digest=counts.notes_digest,
-        tools_digest=counts.tools_digest,
-        message_start=0,
-        message_end=counts.message_count,
-        conversation_digest=counts.conversation_digest,
-        runtime=counts.runtime[:40],
-        fidelity=counts.fidelity[:24],
-    )
+        "settings": counts.settings,
+        "system_digest": counts.system_digest,
+        "notes_digest": counts.notes_digest,
+        "tools_digest": counts.tools_digest,
+        "message_start": 0,
+        "message_end": counts.message_count,
+        "conversation_digest": counts.conversation_digest,
+        "runtime": counts.runtime[:40],
+        "fidelity": counts.fidelity[:24],
+    }
     sets_pressure = counts.kind == ProviderCall.Kind.STEP and (
         counts.usage_reported or counts.status != ProviderCall.Status.ERROR
     )
-    if scope.key is not None and sets_pressure and counts.conversation_digest:
-        # The compare-and-swap: a head cleared or moved since the request keeps its own pressure.
-        AgentConversation.objects.filter(
-            **scope.key.filter_kwargs(), head_digest=counts.conversation_digest
-        ).update(
-            last_input_tokens=counts.pressure,
-            pressure_headroom_tokens=counts.output_headroom,
-            context_window=counts.context_window,
-            pressure_estimated=counts.pressure_estimated,
-        )
+    # The compare-and-swap: a head cleared or moved since the request keeps its own pressure.
+    row = conversation_store().call_record(
+        call=call,
+        pressure_of=scope.key if sets_pressure and counts.conversation_digest else None,
+        pressure={
+            "last_input_tokens": counts.pressure,
+            "pressure_headroom_tokens": counts.output_headroom,
+            "context_window": counts.context_window,
+            "pressure_estimated": counts.pressure_estimated,
+        },
+        now=timezone.now(),
+    )
+    if row is None:
+        raise not_found("workflow")
     return row
 
 

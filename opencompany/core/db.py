@@ -19,12 +19,13 @@ Turn ``OPENCOMPANY_DB_PREPARE`` off behind a pooler that cannot keep prepared st
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, models
 
 type Params = Sequence[Any] | dict[str, Any]
 
@@ -73,3 +74,79 @@ def hot_fetchone(sql: str, params: Params) -> tuple[Any, ...] | None:
 def hot_fetchall(sql: str, params: Params) -> list[tuple[Any, ...]]:
     """Run one hot statement and return all its rows."""
     return _run(sql, params, lambda cursor: cursor.fetchall())
+
+
+# --- rows a hot INSERT writes, derived from the model --------------------------------------------------
+
+
+@cache
+def insert_fields(model: type[models.Model]) -> dict[str, models.Field[Any, Any]]:
+    """The fields an insert writes, by attname: every concrete field but a database-generated key."""
+    return {f.attname: f for f in model._meta.concrete_fields if f is not model._meta.auto_field}
+
+
+def column_of(field: models.Field[Any, Any]) -> str:
+    if field.column is None:
+        raise TypeError(f"{field.name} has no column")
+    return field.column
+
+
+def parameter_type(field: models.Field[Any, Any]) -> str:
+    """The type a parameter is cast to: the column's, but unbounded for text, so the column's own length
+    check refuses an over-long value instead of a cast cutting it short."""
+    if isinstance(field, models.CharField):
+        return str(connection.ops.cast_char_field_without_max_length)
+    return str(field.cast_db_type(connection))
+
+
+def insert_select_lists(
+    model: type[models.Model], derived: Mapping[str, str], prefix: str
+) -> tuple[str, str]:
+    """The column list and the SELECT list of an `INSERT … SELECT` of one `model` row: the SQL
+    expression `derived` gives a column, else the parameter `%(<prefix><attname>)s` cast to its type
+    (a parameter in a SELECT list has no column to take its type from)."""
+    columns, values = [], []
+    for field in insert_fields(model).values():
+        columns.append(column_of(field))
+        if field.attname in derived:
+            values.append(derived[field.attname])
+        else:
+            values.append(f"%({prefix}{field.attname})s::{parameter_type(field)}")
+    return ", ".join(columns), ", ".join(values)
+
+
+def row_with_defaults(
+    model: type[models.Model], supplied: Mapping[str, Any], *, skip: frozenset[str], now: datetime
+) -> dict[str, Any]:
+    """Every insert column of `model` but `skip`, by attname: the supplied value, else the field's
+    default (an `auto_now`/`auto_now_add` field takes `now`, as the ORM's save does)."""
+    fields = insert_fields(model)
+    unknown = sorted(set(supplied) - set(fields))
+    if unknown:
+        raise TypeError(f"{model.__name__} has no columns {unknown}")
+    row: dict[str, Any] = {}
+    for attname, field in fields.items():
+        if attname in skip:
+            continue
+        if attname in supplied:
+            row[attname] = supplied[attname]
+        elif getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+            row[attname] = now
+        else:
+            row[attname] = field.get_default()
+    return row
+
+
+def row_params(model: type[models.Model], row: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """`row`'s values as the statement's parameters (`<prefix><attname>`), prepared as the ORM saves them."""
+    fields = insert_fields(model)
+    return {
+        prefix + attname: fields[attname].get_db_prep_save(value, connection)
+        for attname, value in row.items()
+    }
+
+
+def stored[M: models.Model](model: type[M], values: Mapping[str, Any]) -> M:
+    """The instance of a row a hot statement wrote, built as the ORM builds a loaded row."""
+    names = [f.attname for f in model._meta.concrete_fields]
+    return model.from_db(connection.alias, names, [values[name] for name in names])

@@ -4,6 +4,7 @@ locked path stores: the same rows, bytes, digests, counters, conflict codes and 
 from __future__ import annotations
 
 import secrets
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -12,9 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from conversations.errors import CONVERSATION_CONFLICT, CONVERSATION_LOAD_FAILED
-from conversations.models import AgentConversation, ConversationMessage
+from conversations.models import AgentConversation, ConversationMessage, ProviderCall
 from conversations.selectors import conversation_cursor, conversation_load
 from conversations.services import conversation_append
+from conversations.services.context import CallCounts, CallScope, provider_call_record
 from conversations.store import ConversationStore, PortableConversationStore, PostgresConversationStore
 from conversations.types import ConversationKey
 from opencompany.core.errors import ApplicationError
@@ -185,6 +187,91 @@ def test_the_store_answers_the_head_it_left(workflow, store):
     )
     assert (stored.length, stored.head_digest) == (4, wire.digests_of([*turns(2), *more])[-1])
     assert stored.bytes == sum(len(canonical_json(m).encode()) for m in [*turns(2), *more])
+
+
+def _call(digest: str, *, kind: str = "step", model: str = "offline-demo") -> CallCounts:
+    return CallCounts(
+        status="ok",
+        kind=kind,
+        provider="offline",
+        model=model,
+        input_tokens=120,
+        cached_tokens=20,
+        cache_write_tokens=0,
+        output_tokens=7,
+        usage_reported=True,
+        settings={"temperature": 0.5, "note": 'a "quoted" \\ setting'},
+        system_digest="s" * 64,
+        notes_digest="",
+        tools_digest="t" * 64,
+        message_count=2,
+        conversation_digest=digest,
+        pressure=127,
+        pressure_estimated=False,
+        output_headroom=4096,
+        context_window=128_000,
+    )
+
+
+def _pressure(key: ConversationKey) -> tuple[int, int, int, bool]:
+    return tuple(  # type: ignore[return-value]
+        AgentConversation.objects.filter(**key.filter_kwargs())
+        .values_list("last_input_tokens", "pressure_headroom_tokens", "context_window", "pressure_estimated")
+        .get()
+    )
+
+
+def test_a_provider_call_lands_in_the_ledger_with_its_pressure_only_on_the_head_it_was_built_from(
+    workflow, key, store, settings
+):
+    settings.OPENCOMPANY_MODEL_PRICES = {"priced": {"input": 3, "cached_input": 0.3, "output": 15}}
+    first = conversation_append(key=key, messages=turns(2), expected_length=0)
+    scope = CallScope(
+        workflow_id=key.workflow_id,
+        generation=key.generation,
+        agent_node_id=key.agent_node_id,
+        run_id="run_1",
+        key=key,
+    )
+    untouched = _pressure(key)
+
+    row = provider_call_record(scope=scope, counts=_call(first.digest, model="priced"))
+
+    stored = ProviderCall.objects.get(pk=row.pk)
+    assert {f.attname: getattr(row, f.attname) for f in ProviderCall._meta.concrete_fields} == {
+        f.attname: getattr(stored, f.attname) for f in ProviderCall._meta.concrete_fields
+    }
+    assert row._state.adding is False
+    assert (stored.owner_id, stored.run_id, stored.cost, stored.settings["note"]) == (
+        workflow.owner_id,
+        "run_1",
+        Decimal("0.000411"),
+        'a "quoted" \\ setting',
+    )
+    assert _pressure(key) == (127, 4096, 128_000, False)
+    assert untouched != _pressure(key)
+
+    # A head that moved since the request, or a call that is not a step, keeps its pressure.
+    moved = conversation_append(key=key, messages=turns(2), expected_length=2, expected_digest=first.digest)
+    provider_call_record(scope=scope, counts=_call(first.digest))
+    provider_call_record(scope=scope, counts=_call(moved.digest, kind="compaction"))
+
+    assert ProviderCall.objects.count() == 3
+    assert _pressure(key) == (127, 4096, 128_000, False)
+    assert AgentConversation.objects.get(**key.filter_kwargs()).head_digest == moved.digest
+
+
+def test_a_provider_call_of_a_workflow_that_is_gone_is_not_found_and_writes_nothing(workflow, key, store):
+    conversation_append(key=key, messages=turns(2), expected_length=0)
+    gone = CallScope(workflow_id="wf_gone", generation=1, agent_node_id="a", run_id="run_1", key=None)
+
+    with pytest.raises(ApplicationError) as refused:
+        provider_call_record(scope=gone, counts=_call(""))
+    with pytest.raises(TypeError):
+        store.call_record(call={"owner_id": 1}, pressure_of=None, pressure={}, now=timezone.now())
+
+    assert refused.value.code == "not_found"
+    assert ProviderCall.objects.count() == 0
 
 
 def test_the_stored_text_is_the_canonical_text_the_digest_covers_on_every_write_path(workflow, store):
