@@ -1,6 +1,6 @@
 """The chat's hot statements behind one interface: the send's admission, a run's locks (taken by every
-write of its lifecycle), its state (the Stop fallback's poll) and its draft save; and the watchdog's
-cluster-wide sweep lock.
+write of its lifecycle), its notes' claim and delivery, its state (the Stop fallback's poll) and its
+draft save; and the watchdog's cluster-wide sweep lock.
 
 `PostgresChatStore` sends each as prepared statements (`opencompany.core.db.hot_fetchone`);
 `PortableChatStore` writes the same rows through the ORM, on any database. `ChatConfig.ready()` installs
@@ -14,23 +14,25 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any, Protocol
 
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F, Subquery
 from django.utils import timezone
 
-from chat.models import LIVE_STATES, ChatMessage, ChatRun, ChatThread
+from chat.models import LIVE_STATES, ChatMessage, ChatNote, ChatRun, ChatThread
 from graphs.models import Deployment, Workflow
 from opencompany.core.db import (
-    column_of,
+    hot_fetchall,
     hot_fetchone,
     insert_fields,
     insert_select_lists,
+    loaded,
     parameter_type,
     row_params,
     row_with_defaults,
+    select_list,
     stored,
 )
 
@@ -78,6 +80,15 @@ class ChatStore(Protocol):
         """The run's state; None for an unknown run."""
         ...
 
+    def notes_claim(self, *, thread_id: int, run_id: str, limit: int, now: datetime) -> list[str]:
+        """Claim up to `limit` untold notes of the thread for the run (oldest first), locked until the
+        caller's transaction ends, and return their texts in that order."""
+        ...
+
+    def notes_deliver(self, *, run_id: str, now: datetime) -> int:
+        """Mark the run's claimed notes told, but a note changed after its claim; how many were."""
+        ...
+
     def draft_save(
         self,
         *,
@@ -119,36 +130,6 @@ def _check_columns(
 
 
 # --- PostgreSQL -----------------------------------------------------------------------------------------
-
-
-def _select_list(model: type[models.Model], alias: str) -> str:
-    """Every concrete column of `model` in field order; JSON as text, the form its field's converter
-    reads (as the ORM's own queries return it)."""
-    quote = connection.ops.quote_name
-    return ", ".join(
-        f"{alias}.{quote(column_of(f))}" + ("::text" if isinstance(f, models.JSONField) else "")
-        for f in model._meta.concrete_fields
-    )
-
-
-@cache
-def _converters(model: type[models.Model]) -> list[tuple[Any, list[Any]]]:
-    """Per concrete field, its column expression and the converters the ORM applies to a loaded value."""
-    out = []
-    for field in model._meta.concrete_fields:
-        column = field.get_col(model._meta.db_table)
-        out.append((column, connection.ops.get_db_converters(column) + field.get_db_converters(connection)))
-    return out
-
-
-def _loaded[M: models.Model](model: type[M], row: tuple[Any, ...]) -> M:
-    """The instance of a row selected with `_select_list`, converted and built as the ORM loads one."""
-    values = []
-    for value, (column, converters) in zip(row, _converters(model), strict=True):
-        for converter in converters:
-            value = converter(value, column, connection)
-        values.append(value)
-    return model.from_db(connection.alias, [f.attname for f in model._meta.concrete_fields], values)
 
 
 def _quoted_list(values: tuple[str, ...]) -> str:
@@ -218,7 +199,7 @@ RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
     @cached_property
     def _thread_lock_sql(self) -> str:
         return (
-            f"SELECT {_select_list(ChatThread, 't')} FROM {ChatThread._meta.db_table} t "  # noqa: S608 - our tables
+            f"SELECT {select_list(ChatThread, 't')} FROM {ChatThread._meta.db_table} t "  # noqa: S608 - our tables
             f"WHERE t.id = (SELECT r.thread_id FROM {ChatRun._meta.db_table} r WHERE r.run_id = %(run_id)s) "
             "FOR UPDATE OF t"
         )
@@ -226,7 +207,7 @@ RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
     @cached_property
     def _run_lock_sql(self) -> str:
         return (
-            f"SELECT {_select_list(ChatRun, 'r')} FROM {ChatRun._meta.db_table} r "  # noqa: S608 - our table
+            f"SELECT {select_list(ChatRun, 'r')} FROM {ChatRun._meta.db_table} r "  # noqa: S608 - our table
             f"WHERE r.run_id = %(run_id)s AND r.state IN ({_quoted_list(LIVE_STATES)}) "
             "AND (%(claimant)s::varchar IS NULL OR r.claimant = %(claimant)s::varchar) FOR UPDATE OF r"
         )
@@ -235,6 +216,37 @@ RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
     def _state_sql(self) -> str:
         return f"SELECT state FROM {ChatRun._meta.db_table} WHERE run_id = %(run_id)s"  # noqa: S608 - our table
 
+    @cached_property
+    def _notes_claim_sql(self) -> str:
+        notes = ChatNote._meta.db_table
+        # The picked rows are locked (FOR UPDATE) before the update marks them.
+        return f"""
+WITH picked AS (
+    SELECT id, text, updated_at FROM {notes}
+    WHERE thread_id = %(thread_id)s AND delivered_at IS NULL
+    ORDER BY updated_at, id LIMIT %(limit)s FOR UPDATE
+), claimed AS (
+    UPDATE {notes} AS n SET claimed_run_id = %(run_id)s, claimed_at = %(now)s FROM picked WHERE n.id = picked.id
+)
+SELECT text FROM picked ORDER BY updated_at, id
+"""  # noqa: S608 - our table; every value is a parameter
+
+    @cached_property
+    def _notes_deliver_sql(self) -> str:
+        return (
+            f"WITH told AS (UPDATE {ChatNote._meta.db_table} SET delivered_at = %(now)s "  # noqa: S608 - our table
+            "WHERE claimed_run_id = %(run_id)s AND delivered_at IS NULL AND claimed_at IS NOT NULL "
+            "AND updated_at <= claimed_at RETURNING 1) SELECT count(*) FROM told"
+        )
+
+    def notes_claim(self, *, thread_id: int, run_id: str, limit: int, now: datetime) -> list[str]:
+        params = {"thread_id": thread_id, "run_id": run_id, "limit": limit, "now": now}
+        return [text for (text,) in hot_fetchall(self._notes_claim_sql, params)]
+
+    def notes_deliver(self, *, run_id: str, now: datetime) -> int:
+        row = hot_fetchone(self._notes_deliver_sql, {"run_id": run_id, "now": now})
+        return int(row[0]) if row else 0
+
     def run_lock(self, *, run_id: str, claimant: str | None) -> tuple[ChatThread, ChatRun] | None:
         thread = hot_fetchone(self._thread_lock_sql, {"run_id": run_id})
         if thread is None:
@@ -242,7 +254,7 @@ RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
         run = hot_fetchone(self._run_lock_sql, {"run_id": run_id, "claimant": claimant})
         if run is None:
             return None
-        return _loaded(ChatThread, thread), _loaded(ChatRun, run)
+        return loaded(ChatThread, thread), loaded(ChatRun, run)
 
     def run_state(self, *, run_id: str) -> str | None:
         row = hot_fetchone(self._state_sql, {"run_id": run_id})
@@ -414,6 +426,23 @@ class PortableChatStore:
 
     def run_state(self, *, run_id: str) -> str | None:
         return ChatRun.objects.filter(run_id=run_id).values_list("state", flat=True).first()
+
+    def notes_claim(self, *, thread_id: int, run_id: str, limit: int, now: datetime) -> list[str]:
+        notes = list(
+            ChatNote.objects.select_for_update()
+            .filter(thread_id=thread_id, delivered_at__isnull=True)
+            .order_by("updated_at", "id")[:limit]
+        )
+        ChatNote.objects.filter(pk__in=[n.pk for n in notes]).update(claimed_run_id=run_id, claimed_at=now)
+        return [n.text for n in notes]
+
+    def notes_deliver(self, *, run_id: str, now: datetime) -> int:
+        return ChatNote.objects.filter(
+            claimed_run_id=run_id,
+            delivered_at__isnull=True,
+            claimed_at__isnull=False,
+            updated_at__lte=F("claimed_at"),
+        ).update(delivered_at=now)
 
     def draft_save(
         self,

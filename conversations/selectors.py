@@ -28,9 +28,10 @@ def conversation_for_update(*, key: ConversationKey) -> AgentConversation | None
     """The head row of `key`, locked until the end of the current transaction (None when missing).
 
     Call inside an atomic block. Callers locking several conversations lock them in key order
-    (workflow_id, generation, agent_node_id) so two movers never deadlock.
+    (workflow_id, generation, agent_node_id) so two movers never deadlock. Every turn takes it, so it
+    goes through the conversation store.
     """
-    return AgentConversation.objects.select_for_update().filter(**key.filter_kwargs()).first()
+    return conversation_store().head_lock(key=key)
 
 
 def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:

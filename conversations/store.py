@@ -33,9 +33,11 @@ from opencompany.core.db import (
     hot_fetchone,
     insert_fields,
     insert_select_lists,
+    loaded,
     parameter_type,
     row_params,
     row_with_defaults,
+    select_list,
     stored,
 )
 
@@ -81,6 +83,11 @@ class ConversationStore(Protocol):
 
     def load(self, *, key: ConversationKey) -> list[dict[str, Any]]:
         """The stored messages of `key` in seq order (`[]` when none); database errors propagate."""
+        ...
+
+    def head_lock(self, *, key: ConversationKey) -> AgentConversation | None:
+        """The head row of `key` as loaded, locked until the caller's transaction ends (None when
+        missing)."""
         ...
 
     def call_record(
@@ -207,6 +214,19 @@ class PostgresConversationStore(ConversationStore):
         )
 
     @cached_property
+    def _head_lock_sql(self) -> str:
+        quote = connection.ops.quote_name
+        return (
+            f"SELECT {select_list(AgentConversation, 'c')} FROM {quote(AgentConversation._meta.db_table)} c "  # noqa: S608 - our table
+            f"WHERE c.{quote('workflow_id')} = %s AND c.{quote('generation')} = %s "
+            f"AND c.{quote('agent_node_id')} = %s FOR UPDATE OF c"
+        )
+
+    def head_lock(self, *, key: ConversationKey) -> AgentConversation | None:
+        row = hot_fetchone(self._head_lock_sql, _key_params(key))
+        return None if row is None else loaded(AgentConversation, row)
+
+    @cached_property
     def _call_sql(self) -> str:
         columns, values = insert_select_lists(ProviderCall, _CALL_DERIVED, "call_")
         heads = AgentConversation._meta.db_table
@@ -328,6 +348,9 @@ class PortableConversationStore(ConversationStore):
         # Text columns come back as the stored JSON text; native JSON columns already parsed.
         loads = json.loads
         return [loads(value) if isinstance(value, str | bytes) else value for (value,) in rows]
+
+    def head_lock(self, *, key: ConversationKey) -> AgentConversation | None:
+        return AgentConversation.objects.select_for_update().filter(**key.filter_kwargs()).first()
 
     def call_record(
         self,

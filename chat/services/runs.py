@@ -15,7 +15,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from chat import errors
-from chat.models import LIVE_STATES, ChatMessage, ChatNote, ChatProcess, ChatRun, ChatThread
+from chat.models import LIVE_STATES, ChatMessage, ChatProcess, ChatRun, ChatThread
 from chat.services._common import (
     MAX_NOTES_PER_TURN,
     _append_message,
@@ -50,14 +50,9 @@ logger = logging.getLogger("chat.services")
 def _claim_notes(thread_id: int, run_id: str) -> list[str]:
     """Claim up to `MAX_NOTES_PER_TURN` untold notes for the run (oldest first). Call inside the
     caller's transaction."""
-    now = timezone.now()
-    notes = list(
-        ChatNote.objects.select_for_update()
-        .filter(thread_id=thread_id, delivered_at__isnull=True)
-        .order_by("updated_at", "id")[:MAX_NOTES_PER_TURN]
+    return chat_store().notes_claim(
+        thread_id=thread_id, run_id=run_id, limit=MAX_NOTES_PER_TURN, now=timezone.now()
     )
-    ChatNote.objects.filter(pk__in=[n.pk for n in notes]).update(claimed_run_id=run_id, claimed_at=now)
-    return [n.text for n in notes]
 
 
 @transaction.atomic
@@ -69,12 +64,7 @@ def notes_claim(*, thread_id: int, run_id: str) -> list[str]:
 def notes_deliver(*, run_id: str) -> int:
     """Mark a run's claimed notes told (call when the run answered). A note changed after the claim
     stays untold."""
-    return ChatNote.objects.filter(
-        claimed_run_id=run_id,
-        delivered_at__isnull=True,
-        claimed_at__isnull=False,
-        updated_at__lte=F("claimed_at"),
-    ).update(delivered_at=timezone.now())
+    return chat_store().notes_deliver(run_id=run_id, now=timezone.now())
 
 
 # --- run lifecycle (used by the executor and the watchdog) -------------------------------------------

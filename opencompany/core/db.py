@@ -1,12 +1,14 @@
 """Database helpers for the few hot statements written by hand (PostgreSQL only).
 
 Django's psycopg backend binds parameters on the client by default: each call sends the whole
-statement as text with every value quoted into it, and the server parses and plans it again. The
-per-turn append, the conversation load, the chat send and memory's remember run on every turn, so the
-PostgreSQL stores run them through `hot_fetchone` / `hot_fetchall`, which send the values apart from the
+statement as text with every value quoted into it, and the server parses and plans it again; the ORM
+compiles it again too. The per-turn append, the conversation load, the provider call record, the chat
+send, a run's locks and draft, and memory's remember run on every turn, so the PostgreSQL stores run
+them through `hot_fetchone` / `hot_fetchall`, which send the values apart from the
 text (server-side binding, binary results) and, unless ``OPENCOMPANY_DB_PREPARE`` is off, keep the
 statement prepared on the connection (parsed and planned once per connection; kept connections matter,
-see ``DB_CONN_MAX_AGE``).
+see ``DB_CONN_MAX_AGE``). The row helpers below build such a statement's INSERT from the model's
+fields, so a hand-written statement never restates a column's default.
 
 When something observes queries (``DEBUG`` query logging, ``CaptureQueriesContext``, an
 ``execute_wrapper``), the statement goes through Django's cursor wrapper like any other; otherwise
@@ -150,3 +152,36 @@ def stored[M: models.Model](model: type[M], values: Mapping[str, Any]) -> M:
     """The instance of a row a hot statement wrote, built as the ORM builds a loaded row."""
     names = [f.attname for f in model._meta.concrete_fields]
     return model.from_db(connection.alias, names, [values[name] for name in names])
+
+
+# --- rows a hot SELECT loads, as the ORM loads them -----------------------------------------------------
+
+
+def select_list(model: type[models.Model], alias: str) -> str:
+    """Every concrete column of `model` in field order; JSON as text, the form its field's converter
+    reads (as the ORM's own queries return it)."""
+    quote = connection.ops.quote_name
+    return ", ".join(
+        f"{alias}.{quote(column_of(f))}" + ("::text" if isinstance(f, models.JSONField) else "")
+        for f in model._meta.concrete_fields
+    )
+
+
+@cache
+def _converters(model: type[models.Model]) -> list[tuple[Any, list[Any]]]:
+    """Per concrete field, its column expression and the converters the ORM applies to a loaded value."""
+    out = []
+    for field in model._meta.concrete_fields:
+        column = field.get_col(model._meta.db_table)
+        out.append((column, connection.ops.get_db_converters(column) + field.get_db_converters(connection)))
+    return out
+
+
+def loaded[M: models.Model](model: type[M], row: tuple[Any, ...]) -> M:
+    """The instance of a row selected with `select_list`, converted and built as the ORM loads one."""
+    values = []
+    for value, (column, converters) in zip(row, _converters(model), strict=True):
+        for converter in converters:
+            value = converter(value, column, connection)
+        values.append(value)
+    return model.from_db(connection.alias, [f.attname for f in model._meta.concrete_fields], values)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from django.db import DataError, models, transaction
 from django.utils import timezone
 
 from chat import services
-from chat.models import ChatMessage, ChatRun, ChatThread
+from chat.models import ChatMessage, ChatNote, ChatRun, ChatThread
 from chat.store import (
     ChatStore,
     PortableChatStore,
@@ -329,6 +330,47 @@ def test_on_postgresql_a_run_lock_holds_the_thread_and_the_run_rows_until_the_tr
 
     assert held == (False, False)
     assert after == (True, True)
+
+
+def test_notes_are_claimed_oldest_first_up_to_the_limit_and_told_unless_changed_after_the_claim(
+    store: ChatStore, workflow: Any
+) -> None:
+    answered(workflow)
+    thread = ChatThread.objects.get(workflow=workflow)
+    start = timezone.now()
+    for i, text in enumerate(['third "quoted"', "first", "second", "fourth"]):
+        order = {'third "quoted"': 2, "first": 0, "second": 1, "fourth": 3}[text]
+        ChatNote.objects.create(
+            thread=thread, key=f"k{i}", kind="rating", text=text, updated_at=start + timedelta(seconds=order)
+        )
+    claim_time = start + timedelta(minutes=1)
+
+    with transaction.atomic():
+        claimed = store.notes_claim(thread_id=thread.pk, run_id="run_a", limit=3, now=claim_time)
+    with transaction.atomic():
+        again = store.notes_claim(thread_id=thread.pk, run_id="run_a", limit=3, now=claim_time)
+    ChatNote.objects.filter(text="second").update(updated_at=claim_time + timedelta(seconds=1))
+    told = store.notes_deliver(run_id="run_a", now=claim_time + timedelta(seconds=2))
+    none_told = store.notes_deliver(run_id="run_unknown", now=claim_time)
+
+    assert claimed == ["first", "second", 'third "quoted"']
+    assert again == claimed
+    assert (told, none_told) == (2, 0)
+    assert dict(ChatNote.objects.values_list("text", "claimed_run_id")) == {
+        "first": "run_a",
+        "second": "run_a",
+        'third "quoted"': "run_a",
+        "fourth": "",
+    }
+    assert sorted(ChatNote.objects.filter(delivered_at__isnull=False).values_list("text", flat=True)) == [
+        "first",
+        'third "quoted"',
+    ]
+    with transaction.atomic():
+        assert store.notes_claim(thread_id=thread.pk, run_id="run_b", limit=8, now=claim_time) == [
+            "fourth",
+            "second",  # changed after the first claim: oldest first by when it last changed
+        ]
 
 
 def test_the_installed_store_fits_the_default_database(on_postgres: bool) -> None:

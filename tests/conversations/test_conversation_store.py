@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -187,6 +187,48 @@ def test_the_store_answers_the_head_it_left(workflow, store):
     )
     assert (stored.length, stored.head_digest) == (4, wire.digests_of([*turns(2), *more])[-1])
     assert stored.bytes == sum(len(canonical_json(m).encode()) for m in [*turns(2), *more])
+
+
+def test_the_head_lock_loads_the_head_as_the_orm_does_and_holds_it_to_the_end_of_the_transaction(
+    workflow, key, store, on_postgres
+):
+    conversation_append(key=key, messages=turns(2), expected_length=0)
+    AgentConversation.objects.filter(**key.filter_kwargs()).update(
+        notes=[{"id": "n1", "text": 'a "quoted" \\ note'}], runtime_binding={"runtime": "x"}
+    )
+    missing = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="missing")
+
+    with transaction.atomic():
+        head = store.head_lock(key=key)
+        held = _locked_elsewhere(head.pk) if on_postgres else True
+        absent = store.head_lock(key=missing)
+
+    stored = AgentConversation.objects.get(**key.filter_kwargs())
+    assert head is not None
+    assert {f.attname: getattr(head, f.attname) for f in AgentConversation._meta.concrete_fields} == {
+        f.attname: getattr(stored, f.attname) for f in AgentConversation._meta.concrete_fields
+    }
+    assert head._state.adding is False
+    assert absent is None
+    assert held is True
+    if on_postgres:
+        assert _locked_elsewhere(head.pk) is False
+
+
+def _locked_elsewhere(head_id: int) -> bool:
+    """Whether another connection finds the head row locked."""
+    import psycopg
+
+    from tests import live
+
+    with psycopg.connect(live.test_database_url(), autocommit=True) as other:
+        try:
+            other.execute(
+                "SELECT 1 FROM conversations_agentconversation WHERE id = %s FOR UPDATE NOWAIT", [head_id]
+            )
+        except psycopg.errors.LockNotAvailable:
+            return True
+    return False
 
 
 def _call(digest: str, *, kind: str = "step", model: str = "offline-demo") -> CallCounts:
