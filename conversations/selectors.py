@@ -11,7 +11,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 
 from conversations import errors
 from conversations.models import AgentConversation, ConversationMessage, ProviderCall
-from conversations.store import conversation_store
+from conversations.store import PRESSURE_COLUMNS, conversation_store
 from conversations.types import ConversationCursor, ConversationKey, NotesState
 from opencompany.core.errors import ApplicationError
 from opencompany.llm.fidelity import turn_fidelity
@@ -58,7 +58,7 @@ def conversation_load(*, key: ConversationKey) -> list[dict[str, Any]]:
 
 
 # The head's context-pressure fields: the last request's size and what was left of its window.
-PRESSURE_FIELDS = ("last_input_tokens", "pressure_headroom_tokens", "context_window", "pressure_estimated")
+PRESSURE_FIELDS = PRESSURE_COLUMNS
 
 
 def conversation_cursor(*, key: ConversationKey) -> ConversationCursor:
