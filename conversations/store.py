@@ -168,11 +168,10 @@ class PostgresConversationStore(ConversationStore):
     """One statement per operation, prepared on the connection (`opencompany.core.db`)."""
 
     def __init__(self) -> None:
-        # One row holding the JSON array text: one protocol row and one json.loads, not one per message.
+        # The stored texts in order, parsed by one json.loads of their join. Aggregating them in the
+        # statement instead (string_agg ... ORDER BY) measured slower at every size (docs/benchmarks.md).
         quote = connection.ops.quote_name
-        self.load_sql = (
-            f"SELECT string_agg(m.{quote('wire')}::text, ',' ORDER BY m.{quote('seq')}) {_load_where()}"
-        )
+        self.load_sql = f"SELECT m.{quote('wire')}::text {_load_where()} ORDER BY m.{quote('seq')}"
 
     def append_after(
         self,
@@ -276,8 +275,7 @@ SELECT id, owner_id FROM call
 
     def load(self, *, key: ConversationKey) -> list[dict[str, Any]]:
         rows = hot_fetchall(self.load_sql, _key_params(key))
-        joined = rows[0][0] if rows else None
-        return json.loads(f"[{joined}]") if joined else []
+        return json.loads("[" + ",".join([text for (text,) in rows]) + "]") if rows else []
 
 
 # --- any database -----------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ def test_the_append_and_the_load_run_prepared(workflow):
     conversation_load(key=key)
 
     assert len(_prepared("INSERT INTO conversations_conversationmessage")) == 1  # the one-statement append
-    assert len(_prepared("string_agg")) == 1  # the load
+    assert len(_prepared('"wire"::text FROM')) == 1  # the load
 
 
 def test_the_chat_send_runs_prepared(workflow, settings):
