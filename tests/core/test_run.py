@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -68,9 +69,20 @@ def test_bin_run_on_a_busy_port_exits_1_with_a_clear_message(tmp_path: Path, bus
     assert "ready" not in done.stdout
 
 
+def _started_as_from_a_terminal(args: list[str], **kwargs: Any) -> subprocess.Popen[str]:
+    """Start `args` with Ctrl-C's default action, as a terminal starts it. A test runner started in the
+    background by a non-interactive shell ignores SIGINT, and a child inherits an ignored signal (a
+    handled one is reset to the default)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(args, **kwargs)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_quickstart_serves_and_prints_the_details_last_once_listening(tmp_path: Path) -> None:
     port = _free_port()
-    server = subprocess.Popen(
+    server = _started_as_from_a_terminal(
         [sys.executable, "manage.py", "quickstart", "--port", str(port)],
         cwd=REPO,
         env=_env(tmp_path),
