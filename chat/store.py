@@ -1,6 +1,7 @@
-"""The chat's hot statements behind one interface: the send's admission, a run's locks (taken by every
-write of its lifecycle), its notes' claim and delivery, its state (the Stop fallback's poll) and its
-draft save; and the watchdog's cluster-wide sweep lock.
+"""The chat's hot statements behind one interface: the send's admission and the opening of the chat a
+first message needs, a run's locks (taken by every write of its lifecycle), its notes' claim and
+delivery, its state (the Stop fallback's poll) and its draft save; and the watchdog's cluster-wide
+sweep lock.
 
 `PostgresChatStore` sends each as prepared statements (`opencompany.core.db.hot_fetchone`);
 `PortableChatStore` writes the same rows through the ORM, on any database. `ChatConfig.ready()` installs
@@ -18,7 +19,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from django.db import IntegrityError, connection, models, transaction
-from django.db.models import F, Subquery
+from django.db.models import Exists, F, OuterRef, Subquery
 from django.utils import timezone
 
 from chat.models import LIVE_STATES, ChatMessage, ChatNote, ChatRun, ChatThread
@@ -70,6 +71,12 @@ class ChatStore(Protocol):
         """
         ...
 
+    def thread_open(self, *, workflow_id: str, owner_id: int) -> bool:
+        """Open the owner's current chat of a workflow with a live deployment when it has none, so the
+        chat's first message is admitted like any other. True when this call opened it; False, having
+        written nothing, when the chat exists or the workflow is not the owner's or not live."""
+        ...
+
     def run_lock(self, *, run_id: str, claimant: str | None) -> tuple[ChatThread, ChatRun] | None:
         """Lock the run's thread, then the run row (the lock order of every chat write), for the rest of
         the caller's transaction, and return both as loaded. None when the run is gone or no longer live,
@@ -119,6 +126,7 @@ _ROOT_PARENT = ChatMessage._meta.get_field("parent_uid").get_default()
 # The columns an admission decides itself (with the SQL expressions the PostgreSQL statement gives them).
 _RUN_DERIVED = {"thread_id": "ok.id", "workflow_id": "ok.workflow_id", "generation": "ok.generation"}
 _MESSAGE_DERIVED = {"thread_id": "ok.id", "generation": "ok.generation", "parent_uid": "parent.uid"}
+_THREAD_DERIVED = {"workflow_id": "w.id", "home_workflow_id": "w.id"}
 
 
 def _check_columns(
@@ -185,6 +193,21 @@ UPDATE {ChatThread._meta.db_table} AS t
 SET active_leaf_uid = msg.uid, revision = t.revision + 1, updated_at = %(now)s::timestamptz
 FROM ok, msg, run WHERE t.id = ok.id
 RETURNING t.id, t.revision, msg.id, msg.parent_uid, run.generation
+"""  # noqa: S608 - identifiers and constants of our models; every value is a parameter
+
+    @cached_property
+    def _thread_open_sql(self) -> str:
+        columns, values = insert_select_lists(ChatThread, _THREAD_DERIVED, "th_")
+        # A concurrent opener's row makes this one do nothing (the workflow column is unique).
+        return f"""
+INSERT INTO {ChatThread._meta.db_table} ({columns})
+SELECT {values} FROM {Workflow._meta.db_table} w
+WHERE w.id = %(workflow_id)s AND w.owner_id = %(owner_id)s::bigint
+  AND EXISTS (
+      SELECT 1 FROM {Deployment._meta.db_table} d
+      WHERE d.workflow_id = w.id AND d.state = '{Deployment.State.LIVE}')
+ON CONFLICT (workflow_id) DO NOTHING
+RETURNING id
 """  # noqa: S608 - identifiers and constants of our models; every value is a parameter
 
     @cached_property
@@ -310,6 +333,11 @@ SELECT text FROM picked ORDER BY updated_at, id
         )
         return Admitted(message=stored_message, run=stored_run, revision=revision)
 
+    def thread_open(self, *, workflow_id: str, owner_id: int) -> bool:
+        row = row_with_defaults(ChatThread, {}, skip=frozenset(_THREAD_DERIVED), now=timezone.now())
+        params = {"workflow_id": workflow_id, "owner_id": owner_id, **row_params(ChatThread, row, "th_")}
+        return hot_fetchone(self._thread_open_sql, params) is not None
+
     def draft_save(
         self,
         *,
@@ -413,6 +441,16 @@ class PortableChatStore:
         )
         # The thread row is locked: its revision is the one read plus this admission.
         return Admitted(message=created_message, run=created_run, revision=thread.revision + 1)
+
+    def thread_open(self, *, workflow_id: str, owner_id: int) -> bool:
+        live = Deployment.objects.filter(workflow_id=OuterRef("pk"), state=Deployment.State.LIVE)
+        if not Workflow.objects.filter(pk=workflow_id, owner_id=owner_id).filter(Exists(live)).exists():
+            return False
+        with transaction.atomic():  # get_or_create settles a concurrent opener by the unique column
+            _thread, created = ChatThread.objects.get_or_create(
+                workflow_id=workflow_id, defaults={"home_workflow_id": workflow_id}
+            )
+        return created
 
     def run_lock(self, *, run_id: str, claimant: str | None) -> tuple[ChatThread, ChatRun] | None:
         # The run's thread never changes: its id is a subquery, and only the thread is locked by it.

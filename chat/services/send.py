@@ -55,10 +55,11 @@ def chat_send(
     same `client_message_id` and text returns the first message and run (`created=False`) and starts
     nothing; that id with another text, or first used by an edit, is `idempotency_key_reused`.
 
-    The common case (a thread that exists, a live deployment, a free lane, no matching
-    `client_message_id`, the expected revision) goes through the chat store's admission, one statement
-    on PostgreSQL with the ownership check inside it; anything else writes nothing there and is admitted
-    under the thread lock, which answers with the precise code.
+    The common case (a live deployment, a free lane, no matching `client_message_id`, the expected
+    revision) goes through the chat store's admission, one statement on PostgreSQL with the ownership
+    check inside it; a chat's first message opens the chat first, then is admitted the same way.
+    Anything else writes nothing there and is admitted under the thread lock, which answers with the
+    precise code.
     """
     try:
         text = _check_text(text)
@@ -69,25 +70,29 @@ def chat_send(
         raise
     run_id = mint_id("run")
     uid = mint_id("m")
-    admitted = chat_store().send_admit(
-        workflow_id=workflow_id,
-        owner_id=owner_id,
-        expected_revision=expected_revision,
-        run={
+    store = chat_store()
+    request: dict[str, Any] = {
+        "workflow_id": workflow_id,
+        "owner_id": owner_id,
+        "expected_revision": expected_revision,
+        "run": {
             "run_id": run_id,
             "kind": ChatRun.Kind.MESSAGE,
             "user_message_uid": uid,
             "reply_message_uid": f"a_{run_id}",
             **_admission_claim(),
         },
-        message={
+        "message": {
             "uid": uid,
             "role": ChatMessage.Role.USER,
             "text": text,
             "run_id": run_id,
             "client_message_id": client_id,
         },
-    )
+    }
+    admitted = store.send_admit(**request)
+    if admitted is None and store.thread_open(workflow_id=workflow_id, owner_id=owner_id):
+        admitted = store.send_admit(**request)  # the chat's first message
     if admitted is not None:
         _after_admission(workflow_id=workflow_id, revision=admitted.revision, run=admitted.run, role="user")
         return Admission(message=admitted.message, run=admitted.run, created=True, revision=admitted.revision)

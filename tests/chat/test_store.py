@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from chat import services
 from chat.models import ChatMessage, ChatNote, ChatRun, ChatThread
+from chat.services import send as send_service
 from chat.store import (
     ChatStore,
     PortableChatStore,
@@ -22,6 +23,7 @@ from chat.store import (
 from graphs import services as graph_services
 from opencompany.core.events import chat_group
 from opencompany.core.ids import mint_id
+from tests.conftest import make_workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -201,6 +203,80 @@ def test_an_admission_outside_the_common_case_answers_none_and_writes_nothing(
     assert admit(store, workflow, **overrides) is None
 
     assert chat_rows() == before
+
+
+def test_a_chat_is_opened_once_for_its_owner_with_every_column_defaulted(
+    store: ChatStore, workflow: Any
+) -> None:
+    assert store.thread_open(workflow_id=workflow.pk, owner_id=workflow.owner_id) is True
+    assert store.thread_open(workflow_id=workflow.pk, owner_id=workflow.owner_id) is False
+
+    thread = ChatThread.objects.get(workflow=workflow)
+    assert (thread.home_workflow_id, thread.title, thread.active_leaf_uid, thread.revision) == (
+        workflow.pk,
+        "",
+        "",
+        0,
+    )
+    assert thread.archived_at is None
+    assert ChatThread.objects.filter(home_workflow=workflow).count() == 1
+
+
+def test_a_chat_is_opened_again_after_new_chat_archived_the_current_one(
+    store: ChatStore, workflow: Any
+) -> None:
+    answered(workflow)
+    services.chat_archive(workflow=workflow)
+
+    assert store.thread_open(workflow_id=workflow.pk, owner_id=workflow.owner_id) is True
+
+    assert ChatThread.objects.filter(home_workflow=workflow).count() == 2
+    assert ChatThread.objects.get(workflow=workflow).revision == 0
+
+
+@pytest.mark.parametrize("case", ["foreign owner", "not deployed", "reset", "unknown workflow"])
+def test_no_chat_is_opened_for_another_owner_or_a_workflow_that_is_not_live(
+    store: ChatStore, workflow: Any, other_owner: Any, case: str
+) -> None:
+    workflow_id, owner_id = workflow.pk, workflow.owner_id
+    if case == "foreign owner":
+        owner_id = other_owner.pk
+    elif case == "not deployed":
+        workflow_id = make_workflow(workflow.owner, deploy=False, name="Draft").pk
+    elif case == "reset":
+        graph_services.workflow_reset(workflow=workflow, actor=workflow.owner)
+    else:
+        workflow_id = "wf_" + "x" * 60
+
+    assert store.thread_open(workflow_id=workflow_id, owner_id=owner_id) is False
+
+    assert not ChatThread.objects.exists()
+
+
+def test_a_chats_first_message_is_admitted_by_the_store_not_under_the_thread_lock(
+    store: ChatStore, workflow: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the first message took the locked path")
+
+    monkeypatch.setattr(send_service, "_send_locked", locked)
+
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
+
+    thread = ChatThread.objects.get(workflow=workflow)
+    message = ChatMessage.objects.get(uid=admission.message.uid)
+    assert (admission.created, admission.revision, thread.revision) == (True, 1, 1)
+    assert (message.thread_id, message.parent_uid, thread.active_leaf_uid) == (thread.pk, "", message.uid)
+    assert ChatRun.objects.get(run_id=admission.run.run_id).thread_id == thread.pk
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_chats_first_message_takes_three_statements(
+    workflow: Any, django_assert_num_queries: Any
+) -> None:
+    # The admission finds no chat, the chat is opened, the admission is tried again.
+    with django_assert_num_queries(3):
+        services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
 
 
 def test_a_message_hangs_at_the_root_when_the_leaf_is_of_an_older_generation(
