@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import select
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +25,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 MB = 1024 * 1024
 LIMIT = 2 * MB
 PIECE = 64 * 1024
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _response(raw: bytes) -> tuple[int, dict[str, Any]]:
@@ -141,3 +145,15 @@ def test_the_access_log_has_paths_without_query_strings(owner, tmp_path):
     assert requests == [("GET /accounts/login/", "200"), (f"GET {path}", "200")]
     assert "4321" not in log.read_text()
     assert "query" not in log.read_text()
+
+
+def test_loading_the_asgi_application_leaves_what_it_loaded_out_of_the_collectors_full_passes() -> None:
+    # A full pass walks every tracked object while every thread waits; the server's own modules and
+    # settings would make each such pause tens of milliseconds of stalled streams.
+    probe = "import gc, opencompany.asgi; print(gc.get_freeze_count())"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.split()[-1]) > 10_000
