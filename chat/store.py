@@ -74,7 +74,8 @@ class ChatStore(Protocol):
     def thread_open(self, *, workflow_id: str, owner_id: int) -> bool:
         """Open the owner's current chat of a workflow with a live deployment when it has none, so the
         chat's first message is admitted like any other. True when this call opened it; False, having
-        written nothing, when the chat exists or the workflow is not the owner's or not live."""
+        written nothing, when the chat exists, the workflow is not the owner's or not live, or the store
+        cannot take the fast path (the locked path then opens it)."""
         ...
 
     def run_lock(self, *, run_id: str, claimant: str | None) -> tuple[ChatThread, ChatRun] | None:
@@ -334,6 +335,8 @@ SELECT text FROM picked ORDER BY updated_at, id
         return Admitted(message=stored_message, run=stored_run, revision=revision)
 
     def thread_open(self, *, workflow_id: str, owner_id: int) -> bool:
+        if connection.in_atomic_block:  # as for the admission: the locked path opens it there
+            return False
         row = row_with_defaults(ChatThread, {}, skip=frozenset(_THREAD_DERIVED), now=timezone.now())
         params = {"workflow_id": workflow_id, "owner_id": owner_id, **row_params(ChatThread, row, "th_")}
         return hot_fetchone(self._thread_open_sql, params) is not None

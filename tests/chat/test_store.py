@@ -271,6 +271,16 @@ def test_a_chats_first_message_is_admitted_by_the_store_not_under_the_thread_loc
 
 
 @pytest.mark.postgres
+def test_on_postgresql_inside_a_callers_transaction_the_locked_path_opens_the_chat(workflow: Any) -> None:
+    with transaction.atomic():
+        assert PostgresChatStore().thread_open(workflow_id=workflow.pk, owner_id=workflow.owner_id) is False
+        assert not ChatThread.objects.exists()
+        admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
+
+    assert ChatThread.objects.get(workflow=workflow).active_leaf_uid == admission.message.uid
+
+
+@pytest.mark.postgres
 def test_on_postgresql_a_chats_first_message_takes_three_statements(
     workflow: Any, django_assert_num_queries: Any
 ) -> None:
