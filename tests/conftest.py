@@ -8,7 +8,7 @@ the session, so a missing service or browser cannot pass silently.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -57,6 +57,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if reporter:
             reporter.write_line(f"CI: {skipped} test(s) skipped; required suites may not skip under CI=true.")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_database_dropped(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """Ends the sessions other threads still hold on the PostgreSQL test database before it is dropped:
+    the live servers' threads and the sync-to-async executors keep theirs open to the end of the run, and
+    PostgreSQL refuses to drop a database in use."""
+    yield
+    if not _is_postgres():
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 User = get_user_model()
