@@ -62,8 +62,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def _test_database_dropped(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
     """Ends the sessions other threads still hold on the PostgreSQL test database before it is dropped:
-    the live servers' threads and the sync-to-async executors keep theirs open to the end of the run, and
-    PostgreSQL refuses to drop a database in use."""
+    threads the live tests started can keep theirs open to the end of the run, and PostgreSQL refuses to
+    drop a database in use."""
     yield
     if not _is_postgres():
         return
