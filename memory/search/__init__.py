@@ -18,6 +18,7 @@ from memory.search.backends import (
     item_records,
     items_by_pk,
     recent,
+    stems_prune,
 )
 from memory.search.query import STOP_WORDS, RecallQuery, analyze, parse_query
 from memory.search.scoring import (
@@ -57,6 +58,7 @@ __all__ = [
     "parse_query",
     "ranked_hits",
     "recent",
+    "stems_prune",
 ]
 
 

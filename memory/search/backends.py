@@ -17,7 +17,9 @@ takes one statement, two when a word takes the typo pass.
 PostgreSQL: a stored generated `tsvector` (`search`, text search configuration `memory_porter`:
 Porter stems of every word, punctuation read as spaces) with a GIN index over `(namespace, search)`,
 and a `pg_trgm` GIN index over `(namespace, item text)`; prefixes are stem prefixes read by the
-`simple` configuration, so they are not stemmed again. SQLite: FTS5 tables `memory_item_fts`
+`simple` configuration, so they are not stemmed again, and a prefix is scanned only when the table
+`memory_stem` (every indexed stem, kept by triggers) lists a stem it begins beyond the written
+words' own. SQLite: FTS5 tables `memory_item_fts`
 (porter + unicode61) and `memory_item_trigram` (trigram tokenizer), kept by triggers in the writing
 transaction, and the `fts5vocab` table `memory_item_terms` over the first, where prefixes are looked
 up among the indexed stems. Query words are runs of letters and digits, quoted for each syntax, and
@@ -35,7 +37,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple, Protocol, cast
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
 from memory.search.query import Group, QueryWord, RecallQuery, Term, prefix_lexeme
@@ -45,6 +47,7 @@ from opencompany.core.db import hot_fetchall
 FTS_TABLE = "memory_item_fts"
 TERMS_TABLE = "memory_item_terms"  # SQLite: every indexed stem with its item and column (fts5vocab)
 TRIGRAM_TABLE = "memory_item_trigram"
+STEM_TABLE = "memory_stem"  # PostgreSQL: every stem some item's `search` holds (migration 0006)
 PG_CONFIG = "memory_porter"
 PG_RAW_CONFIG = "simple"  # reads a prefix as given: the stem prefix is chosen in Python
 CANDIDATES = 200  # items ranked per query: the best-covered ones, newest first among equals
@@ -123,6 +126,8 @@ class Backend(Protocol):
 
     def any_match(self, matches: list[Match]) -> tuple[str, str, list[Any]]: ...
 
+    def widens(self, prefixes: list[str], written: list[str]) -> tuple[str, list[Any]]: ...
+
     def join(self) -> str: ...
 
     def statement(
@@ -136,6 +141,8 @@ class Backend(Protocol):
     def contains(self, text: str, namespace: str) -> tuple[str, list[Any]]: ...
 
     def rebuild(self, item_ids: list[int] | None) -> int: ...
+
+    def prune_stems(self, batch: int) -> int: ...
 
 
 def _filter_sql(filters: Filters, *, vendor: str) -> tuple[str, list[Any]]:
@@ -382,8 +389,11 @@ def _find_statement(backend: Backend, query: RecallQuery, filters: Filters, limi
         # than `limit` items: a word that many items hold is typed in full, and a prefix match reads
         # the posting lists of every stem it begins.
         _source, widening_sql, widening_params = backend.any_match(widening)
-        candidates += f" UNION {select}{widening_sql} AND (SELECT count(*) FROM written) < %s"  # noqa: S608
-        candidate_params = [*column_params, *where_params, *widening_params, limit]
+        gate, gate_params = backend.widens(
+            [w.prefix_lexeme for w in query.words if w.prefix or w.compound], [w.text for w in query.words]
+        )
+        candidates += f" UNION {select}{widening_sql} AND (SELECT count(*) FROM written) < %s AND {gate}"  # noqa: S608
+        candidate_params = [*column_params, *where_params, *widening_params, limit, *gate_params]
     counts = [
         (f"dw{i}", f"count(*) FILTER (WHERE {_word_matched(query, i)}) OVER ()")
         for i in range(len(query.words))
@@ -692,6 +702,20 @@ class PostgresBackend:
         # One tsquery, so the (namespace, search) index answers it in one scan.
         return f"{ITEM_TABLE} i", f"i.search @@ {self._ref(*key)}", []
 
+    def widens(self, prefixes: list[str], written: list[str]) -> tuple[str, list[Any]]:
+        """True when some item's stem begins one of `prefixes` and is not a stem of the `written`
+        words; otherwise a prefix scan could only find items the written words already found, and the
+        statement skips it (one range lookup per prefix in `memory_stem`, ordered by byte)."""
+        values = ", ".join(["%s"] * len(prefixes))
+        sql = (
+            f"EXISTS (SELECT 1 FROM unnest(ARRAY[{values}]::text[]) AS p(prefix) CROSS JOIN LATERAL ("  # noqa: S608 - our table, values bound
+            f'SELECT 1 FROM {STEM_TABLE} s WHERE s.stem >= p.prefix COLLATE "C" '
+            'AND s.stem < (p.prefix || chr(1114111)) COLLATE "C" '
+            f"AND s.stem <> ALL (CAST((SELECT tsvector_to_array(to_tsvector('{PG_CONFIG}', %s))) AS text[])) "
+            "LIMIT 1) found)"
+        )
+        return sql, [*prefixes, " ".join(written)]
+
     def ready_similar(self) -> None:
         """Sets the word similarity `similar` asks for, once per connection where it lasts."""
         connection.ensure_connection()
@@ -718,13 +742,44 @@ class PostgresBackend:
         return sql, [namespace, f"%{text}%"]
 
     def rebuild(self, item_ids: list[int] | None) -> int:
-        # The generated column and the expression index cannot drift from the rows.
+        # The generated column and the expression index cannot drift from the rows; the stems
+        # table gets what it misses (as its triggers add them).
         from memory.models import MemoryItem
 
         queryset = MemoryItem.objects.all()
         if item_ids is not None:
             queryset = queryset.filter(pk__in=item_ids)
+        ids = "" if item_ids is None else "WHERE i.id = ANY(%s)"
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f'INSERT INTO {STEM_TABLE} (stem) SELECT DISTINCT s COLLATE "C" FROM {ITEM_TABLE} i, '  # noqa: S608 - our tables, values bound
+                f"unnest(tsvector_to_array(i.search)) AS s {ids} EXCEPT SELECT stem FROM {STEM_TABLE}",
+                [] if item_ids is None else [list(item_ids)],
+            )
         return queryset.count()
+
+    def prune_stems(self, batch: int) -> int:
+        """Deletes the stems no item holds any more (a forgotten item's words), `batch` at a time.
+        Each batch locks out item writes until it commits, so a stem that an uncommitted write
+        found already present is never pruned under it."""
+        # The stem as a quoted tsquery lexeme: quotes (39) and backslashes (92) doubled.
+        lexeme = "(chr(39) || replace(replace(b.stem, chr(92), chr(92) || chr(92)), chr(39), chr(39) || chr(39)) || chr(39))::tsquery"
+        sql = (
+            f"WITH batch AS (SELECT stem FROM {STEM_TABLE} WHERE stem > %s ORDER BY stem LIMIT %s), "  # noqa: S608 - our tables, values bound
+            f"gone AS (DELETE FROM {STEM_TABLE} m USING batch b WHERE m.stem = b.stem "
+            f"AND NOT EXISTS (SELECT 1 FROM {ITEM_TABLE} i WHERE i.search @@ {lexeme}) RETURNING 1) "
+            "SELECT (SELECT max(stem) FROM batch), (SELECT count(*) FROM gone)"
+        )
+        pruned, after = 0, ""
+        while True:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(f"LOCK TABLE {STEM_TABLE} IN SHARE ROW EXCLUSIVE MODE")
+                cursor.execute(sql, [after, batch])
+                last, count = cursor.fetchone()
+            if last is None:
+                return pruned
+            pruned += int(count)
+            after = last
 
 
 # --- SQLite --------------------------------------------------------------------------------------
@@ -785,6 +840,10 @@ class SqliteBackend:
             return f"{ITEM_TABLE} i", "(1 = 0)", []
         return f"{ITEM_TABLE} i", f"i.id IN ({' UNION '.join(parts)})", params
 
+    def widens(self, prefixes: list[str], written: list[str]) -> tuple[str, list[Any]]:
+        # The prefix lookup above reads the stems' own table: nothing to skip.
+        return "(1 = 1)", []
+
     def ready_similar(self) -> None:
         pass
 
@@ -830,6 +889,10 @@ class SqliteBackend:
                 cursor.execute(f"{trigram_insert}{trigram_select} WHERE i.id IN ({marks})", chunk)
         return len(pks)
 
+    def prune_stems(self, batch: int) -> int:
+        # FTS5 drops a stem from its index when the last row holding it goes.
+        return 0
+
 
 _BY_VENDOR: dict[str, type[Backend]] = {"postgresql": PostgresBackend, "sqlite": SqliteBackend}
 
@@ -842,3 +905,8 @@ def get_backend() -> Backend:
 def fts_rebuild(*, item_ids: list[int] | None = None) -> int:
     """Re-project items into the full-text tables (all items, or those pks); returns how many."""
     return get_backend().rebuild(item_ids)
+
+
+def stems_prune(*, batch: int = 2000) -> int:
+    """Delete the indexed stems no item holds any more (PostgreSQL); returns how many."""
+    return get_backend().prune_stems(batch)

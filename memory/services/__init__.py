@@ -22,6 +22,7 @@ from memory.services.maintenance import (
     memory_index_rebuild,
     memory_purge_expired,
     memory_receipts_prune,
+    memory_stems_prune,
 )
 from memory.services.owner import memory_namespaces_move, memory_owner_change_hook
 from memory.services.remember import memory_remember
@@ -43,5 +44,6 @@ __all__ = [
     "memory_purge_expired",
     "memory_receipts_prune",
     "memory_remember",
+    "memory_stems_prune",
     "memory_update",
 ]

@@ -21,7 +21,7 @@ from memory.models import (
     MemoryRevision,
 )
 from memory.scope import MemoryScope
-from memory.search import fts_rebuild
+from memory.search import fts_rebuild, stems_prune
 from memory.services._common import _publish, _remove_items
 
 logger = logging.getLogger(__name__)
@@ -66,6 +66,12 @@ def memory_purge_expired(*, now: datetime | None = None, batch: int = 1000) -> i
         for namespace, owner_id, workflow_id, node in sorted(scopes):
             _publish(MemoryScope(owner_id, workflow_id, node, namespace), "expire", None, None)
     return removed
+
+
+def memory_stems_prune(*, batch: int = 2000) -> int:
+    """Delete the indexed stems no item holds any more (PostgreSQL: a forgotten or expired item's
+    words stay in `memory_stem` until this runs). Returns how many."""
+    return stems_prune(batch=batch)
 
 
 @transaction.atomic

@@ -2,11 +2,15 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from memory.services import memory_purge_expired
+from memory.services import memory_purge_expired, memory_stems_prune
 
 
 class Command(BaseCommand):
-    help = "Delete Memory items whose expires_at has passed (their revisions keep an 'expire' tombstone)."
+    help = (
+        "Delete Memory items whose expires_at has passed (their revisions keep an 'expire' tombstone), "
+        "then the indexed stems no item holds any more."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.stdout.write(f"purged={memory_purge_expired()}")
+        self.stdout.write(f"stems_pruned={memory_stems_prune()}")
