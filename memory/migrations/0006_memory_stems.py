@@ -2,8 +2,9 @@
 begins no stem beyond the query's own words and can skip the prefix scan.
 
 Kept by row triggers in the writing transaction (new stems only, no unique constraint, so
-concurrent writers never wait on each other); stems no item holds any more are pruned by
-`memory_purge_expired`, and `rebuild_memory_index` refills the table. SQLite looks prefixes up in
+concurrent writers never wait on each other); a removal prunes its items' stems that no item holds any
+more once it commits, `memory_purge_expired` prunes the whole table, and `rebuild_memory_index` adds back
+whatever is missing. SQLite looks prefixes up in
 its `fts5vocab` table instead.
 """
 

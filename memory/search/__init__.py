@@ -18,6 +18,7 @@ from memory.search.backends import (
     item_records,
     items_by_pk,
     recent,
+    stems_of_items,
     stems_prune,
 )
 from memory.search.query import STOP_WORDS, RecallQuery, analyze, parse_query
@@ -58,6 +59,7 @@ __all__ = [
     "parse_query",
     "ranked_hits",
     "recent",
+    "stems_of_items",
     "stems_prune",
 ]
 

@@ -142,7 +142,9 @@ class Backend(Protocol):
 
     def rebuild(self, item_ids: list[int] | None) -> int: ...
 
-    def prune_stems(self, batch: int) -> int: ...
+    def prune_stems(self, batch: int, only: list[str] | None) -> int: ...
+
+    def stems_of(self, item_ids: list[int]) -> list[str]: ...
 
 
 def _filter_sql(filters: Filters, *, vendor: str) -> tuple[str, list[Any]]:
@@ -758,28 +760,53 @@ class PostgresBackend:
             )
         return queryset.count()
 
-    def prune_stems(self, batch: int) -> int:
-        """Deletes the stems no item holds any more (a forgotten item's words), `batch` at a time.
-        Each batch locks out item writes until it commits, so a stem that an uncommitted write
-        found already present is never pruned under it."""
+    def stems_of(self, item_ids: list[int]) -> list[str]:
+        """The stems these items' `search` holds."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT DISTINCT unnest(tsvector_to_array(search)) FROM {ITEM_TABLE} WHERE id = ANY(%s)",  # noqa: S608 - our table, values bound
+                [list(item_ids)],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    def prune_stems(self, batch: int, only: list[str] | None) -> int:
+        """Deletes the stems no item holds any more (a removed item's words), all of them or those in
+        `only`, `batch` at a time. Each batch locks out item writes until it commits, so a stem that an
+        uncommitted write found already present is never pruned under it."""
+        pruned = 0
+        if only is not None:
+            wanted = sorted(set(only))
+            for start in range(0, len(wanted), batch):
+                _last, count = self._prune(
+                    'SELECT unnest(%s::text[]) COLLATE "C" AS stem', [wanted[start : start + batch]]
+                )
+                pruned += count
+            return pruned
+        after = ""
+        while True:
+            last, count = self._prune(
+                f"SELECT stem FROM {STEM_TABLE} WHERE stem > %s ORDER BY stem LIMIT %s",  # noqa: S608 - our table, values bound
+                [after, batch],
+            )
+            if last is None:
+                return pruned
+            pruned += count
+            after = last
+
+    def _prune(self, batch_sql: str, params: list[Any]) -> tuple[str | None, int]:
         # The stem as a quoted tsquery lexeme: quotes (39) and backslashes (92) doubled.
         lexeme = "(chr(39) || replace(replace(b.stem, chr(92), chr(92) || chr(92)), chr(39), chr(39) || chr(39)) || chr(39))::tsquery"
         sql = (
-            f"WITH batch AS (SELECT stem FROM {STEM_TABLE} WHERE stem > %s ORDER BY stem LIMIT %s), "  # noqa: S608 - our tables, values bound
+            f"WITH batch AS ({batch_sql}), "  # noqa: S608 - our fragments, values bound
             f"gone AS (DELETE FROM {STEM_TABLE} m USING batch b WHERE m.stem = b.stem "
             f"AND NOT EXISTS (SELECT 1 FROM {ITEM_TABLE} i WHERE i.search @@ {lexeme}) RETURNING 1) "
             "SELECT (SELECT max(stem) FROM batch), (SELECT count(*) FROM gone)"
         )
-        pruned, after = 0, ""
-        while True:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(f"LOCK TABLE {STEM_TABLE} IN SHARE ROW EXCLUSIVE MODE")
-                cursor.execute(sql, [after, batch])
-                last, count = cursor.fetchone()
-            if last is None:
-                return pruned
-            pruned += int(count)
-            after = last
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLE {STEM_TABLE} IN SHARE ROW EXCLUSIVE MODE")
+            cursor.execute(sql, params)
+            last, count = cursor.fetchone()
+        return last, int(count)
 
 
 # --- SQLite --------------------------------------------------------------------------------------
@@ -889,9 +916,12 @@ class SqliteBackend:
                 cursor.execute(f"{trigram_insert}{trigram_select} WHERE i.id IN ({marks})", chunk)
         return len(pks)
 
-    def prune_stems(self, batch: int) -> int:
+    def prune_stems(self, batch: int, only: list[str] | None) -> int:
         # FTS5 drops a stem from its index when the last row holding it goes.
         return 0
+
+    def stems_of(self, item_ids: list[int]) -> list[str]:
+        return []
 
 
 _BY_VENDOR: dict[str, type[Backend]] = {"postgresql": PostgresBackend, "sqlite": SqliteBackend}
@@ -907,6 +937,12 @@ def fts_rebuild(*, item_ids: list[int] | None = None) -> int:
     return get_backend().rebuild(item_ids)
 
 
-def stems_prune(*, batch: int = 2000) -> int:
-    """Delete the indexed stems no item holds any more (PostgreSQL); returns how many."""
-    return get_backend().prune_stems(batch)
+def stems_prune(*, batch: int = 2000, only: list[str] | None = None) -> int:
+    """Delete the indexed stems no item holds any more, or only those of `only` (PostgreSQL);
+    returns how many."""
+    return get_backend().prune_stems(batch, only)
+
+
+def stems_of_items(item_ids: list[int]) -> list[str]:
+    """The indexed stems these items hold (PostgreSQL; SQLite's index needs no prune)."""
+    return get_backend().stems_of(item_ids) if item_ids else []

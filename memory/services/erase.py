@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memory.models import MemoryItem, MemoryNamespace, MemoryReceipt, MemoryRevision
+from memory.services._common import _prune_stems_on_commit
 
 
 def memory_erase(*, owner_id: int, workflow_ids: list[str] | None) -> dict[str, int]:
@@ -17,7 +18,9 @@ def memory_erase(*, owner_id: int, workflow_ids: list[str] | None) -> dict[str, 
     namespace_ids = sorted(
         set(namespaces.values_list("id", flat=True)) | set(items.values_list("namespace", flat=True))
     )
-    erased_items = items.count()
+    item_pks = list(items.values_list("pk", flat=True))
+    _prune_stems_on_commit(item_pks)
+    erased_items = len(item_pks)
     items.delete()
     revisions = receipts = 0
     for start in range(0, len(namespace_ids), 500):

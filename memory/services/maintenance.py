@@ -69,8 +69,8 @@ def memory_purge_expired(*, now: datetime | None = None, batch: int = 1000) -> i
 
 
 def memory_stems_prune(*, batch: int = 2000) -> int:
-    """Delete the indexed stems no item holds any more (PostgreSQL: a forgotten or expired item's
-    words stay in `memory_stem` until this runs). Returns how many."""
+    """Delete every indexed stem no item holds any more (PostgreSQL's `memory_stem`; removals prune
+    their own items' stems once they commit, so this is the backstop). Returns how many."""
     return stems_prune(batch=batch)
 
 

@@ -3,14 +3,16 @@ prefix scan that could find nothing the written words did not, so the table must
 
 from __future__ import annotations
 
+import threading
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 
 from memory import selectors, services
-from memory.scope import MemoryScope
+from memory.scope import MemoryScope, memory_scope
+from tests.conftest import make_workflow, node_id
 
 pytestmark = pytest.mark.postgres
 
@@ -72,3 +74,54 @@ def test_recall_widens_a_prefix_only_through_the_stems_it_lists(scope):
 
     call_command("rebuild_memory_index", stdout=StringIO())
     assert set(found("garden")) == {garden["id"], gardenia["id"]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_removed_items_own_stems_leave_the_table_once_the_removal_commits(scope):
+    kept = _remember(scope, "Quokkas nap in the shade")
+    item = _remember(scope, "Quokkas eat marmalade")
+
+    services.memory_forget(scope=scope, memory_id=item["id"], expected_version=1, actor=ACTOR)
+
+    assert _indexed(_stems_of("eat marmalade")) == set()
+    assert _indexed(_stems_of(kept["content"])) == _stems_of(kept["content"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_prune_waits_for_a_write_in_flight_that_found_its_stem_present(scope, owner):
+    """A write that found a stem already listed adds nothing; a prune that ran before it commits
+    would not see its item and would drop the stem, hiding the item from prefix matches."""
+    second = make_workflow(owner, name="Second")
+    other = memory_scope(workflow=second, memory_node_id=node_id(second, "simpleMemory"))
+    gardenia = _remember(scope, "A gardenia blooms by the door")
+    written, release = threading.Event(), threading.Event()
+    kept: list[str] = []
+
+    def write_in_flight() -> None:
+        try:
+            with transaction.atomic():
+                kept.append(_remember(other, "Gardenia cuttings root in water")["id"])
+                written.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def forget() -> None:
+        try:
+            services.memory_forget(scope=scope, memory_id=gardenia["id"], expected_version=1, actor=ACTOR)
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=write_in_flight)
+    writer.start()
+    assert written.wait(10)
+    forgetting = threading.Thread(target=forget)
+    forgetting.start()
+    forgetting.join(0.5)
+    assert forgetting.is_alive()  # the prune after the forget waits for the write to commit
+    release.set()
+    writer.join(10)
+    forgetting.join(10)
+
+    assert _indexed({"gardenia"}) == {"gardenia"}
+    assert [i["id"] for i in selectors.memory_recall(scope=other, query="garden").items] == kept
