@@ -29,6 +29,7 @@ always bound as parameters.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import weakref
 from collections.abc import Callable
@@ -37,17 +38,21 @@ from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple, Protocol, cast
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections, transaction
 
 from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
 from memory.search.query import Group, QueryWord, RecallQuery, Term, prefix_lexeme
 from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate
 from opencompany.core.db import hot_fetchall
 
+logger = logging.getLogger(__name__)
+
 FTS_TABLE = "memory_item_fts"
 TERMS_TABLE = "memory_item_terms"  # SQLite: every indexed stem with its item and column (fts5vocab)
 TRIGRAM_TABLE = "memory_item_trigram"
 STEM_TABLE = "memory_stem"  # PostgreSQL: every stem some item's `search` holds (migration 0006)
+STEM_LOCK_TIMEOUT = "2s"  # how long a stems prune waits for item writes in flight
+LOCK_NOT_AVAILABLE = "55P03"
 PG_CONFIG = "memory_porter"
 PG_RAW_CONFIG = "simple"  # reads a prefix as given: the stem prefix is chosen in Python
 CANDIDATES = 200  # items ranked per query: the best-covered ones, newest first among equals
@@ -772,26 +777,33 @@ class PostgresBackend:
     def prune_stems(self, batch: int, only: list[str] | None) -> int:
         """Deletes the stems no item holds any more (a removed item's words), all of them or those in
         `only`, `batch` at a time. Each batch locks out item writes until it commits, so a stem that an
-        uncommitted write found already present is never pruned under it."""
+        uncommitted write found already present is never pruned under it; when writes hold the table
+        longer than `STEM_LOCK_TIMEOUT`, the prune stops there (the next one takes the rest)."""
         pruned = 0
-        if only is not None:
-            wanted = sorted(set(only))
-            for start in range(0, len(wanted), batch):
-                _last, count = self._prune(
-                    'SELECT unnest(%s::text[]) COLLATE "C" AS stem', [wanted[start : start + batch]]
-                )
-                pruned += count
-            return pruned
-        after = ""
-        while True:
-            last, count = self._prune(
-                f"SELECT stem FROM {STEM_TABLE} WHERE stem > %s ORDER BY stem LIMIT %s",  # noqa: S608 - our table, values bound
-                [after, batch],
-            )
-            if last is None:
+        try:
+            if only is not None:
+                wanted = sorted(set(only))
+                for start in range(0, len(wanted), batch):
+                    _last, count = self._prune(
+                        'SELECT unnest(%s::text[]) COLLATE "C" AS stem', [wanted[start : start + batch]]
+                    )
+                    pruned += count
                 return pruned
-            pruned += count
-            after = last
+            after = ""
+            while True:
+                last, count = self._prune(
+                    f"SELECT stem FROM {STEM_TABLE} WHERE stem > %s ORDER BY stem LIMIT %s",  # noqa: S608 - our table, values bound
+                    [after, batch],
+                )
+                if last is None:
+                    return pruned
+                pruned += count
+                after = last
+        except OperationalError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+                raise
+            logger.warning("memory stems prune stopped: item writes held the table pruned=%d", pruned)
+            return pruned
 
     def _prune(self, batch_sql: str, params: list[Any]) -> tuple[str | None, int]:
         # The stem as a quoted tsquery lexeme: quotes (39) and backslashes (92) doubled.
@@ -803,6 +815,8 @@ class PostgresBackend:
             "SELECT (SELECT max(stem) FROM batch), (SELECT count(*) FROM gone)"
         )
         with transaction.atomic(), connection.cursor() as cursor:
+            # A waiting lock holds up every write queued behind it: wait briefly, or give up.
+            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [STEM_LOCK_TIMEOUT])
             cursor.execute(f"LOCK TABLE {STEM_TABLE} IN SHARE ROW EXCLUSIVE MODE")
             cursor.execute(sql, params)
             last, count = cursor.fetchone()

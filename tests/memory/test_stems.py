@@ -125,3 +125,38 @@ def test_a_prune_waits_for_a_write_in_flight_that_found_its_stem_present(scope, 
 
     assert _indexed({"gardenia"}) == {"gardenia"}
     assert [i["id"] for i in selectors.memory_recall(scope=other, query="garden").items] == kept
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_prune_that_cannot_lock_the_table_in_time_stops_without_an_error(scope, monkeypatch, caplog):
+    from memory.search import backends
+
+    gone = _remember(scope, "Pangolins sleep all day")
+    services.memory_forget(scope=scope, memory_id=gone["id"], expected_version=1, actor=ACTOR)
+    with connection.cursor() as cursor:  # as if the removal's own prune had failed
+        cursor.execute("INSERT INTO memory_stem (stem) VALUES ('pangolin')")
+    monkeypatch.setattr(backends, "STEM_LOCK_TIMEOUT", "50ms")
+    written, release = threading.Event(), threading.Event()
+
+    def write_in_flight() -> None:
+        try:
+            with transaction.atomic():
+                _remember(scope, "Otters hold hands")
+                written.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=write_in_flight)
+    writer.start()
+    assert written.wait(10)
+    try:
+        assert services.memory_stems_prune() == 0
+    finally:
+        release.set()
+        writer.join(10)
+
+    assert "memory stems prune stopped" in caplog.text
+    assert "pangolin" not in caplog.text  # metadata only
+    assert services.memory_stems_prune() >= 1
+    assert _indexed({"pangolin"}) == set()
