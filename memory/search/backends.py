@@ -19,10 +19,9 @@ Porter stems of every word, punctuation read as spaces) with a GIN index over `(
 and a `pg_trgm` GIN index over `(namespace, item text)`; prefixes are stem prefixes read by the
 `simple` configuration, so they are not stemmed again, and a prefix is scanned only when the table
 `memory_stem` (every indexed stem, kept by triggers) lists a stem it begins beyond the written
-words' own. SQLite: FTS5 tables `memory_item_fts`
-(porter + unicode61) and `memory_item_trigram` (trigram tokenizer), kept by triggers in the writing
-transaction, and the `fts5vocab` table `memory_item_terms` over the first, where prefixes are looked
-up among the indexed stems. Query words are runs of letters and digits, quoted for each syntax, and
+words' own. SQLite: FTS5 tables `memory_item_fts` (porter + unicode61) and `memory_item_trigram`
+(trigram tokenizer), kept by triggers in the writing transaction, and the `fts5vocab` table
+`memory_item_terms` over the first, where prefixes are looked up among the indexed stems. Query words are runs of letters and digits, quoted for each syntax, and
 always bound as parameters.
 """
 
