@@ -2,9 +2,8 @@
 begins no stem beyond the query's own words and can skip the prefix scan.
 
 Kept by row triggers in the writing transaction (new stems only, no unique constraint, so
-concurrent writers never wait on each other); a removal prunes its items' stems that no item holds
-any more once it commits, `memory_purge_expired` prunes the whole table, and `rebuild_memory_index`
-adds back whatever is missing. SQLite looks prefixes up in its `fts5vocab` table instead.
+concurrent writers never wait on each other); `purge_expired_memory` prunes the stems no item holds
+any more, and `rebuild_memory_index` adds back whatever is missing. SQLite looks prefixes up in its `fts5vocab` table instead.
 """
 
 from django.db import migrations

@@ -18,7 +18,6 @@ from memory.search.backends import (
     item_records,
     items_by_pk,
     recent,
-    stems_of_items,
     stems_prune,
 )
 from memory.search.query import STOP_WORDS, RecallQuery, analyze, parse_query
@@ -59,7 +58,6 @@ __all__ = [
     "parse_query",
     "ranked_hits",
     "recent",
-    "stems_of_items",
     "stems_prune",
 ]
 

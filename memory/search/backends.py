@@ -146,9 +146,7 @@ class Backend(Protocol):
 
     def rebuild(self, item_ids: list[int] | None) -> int: ...
 
-    def prune_stems(self, batch: int, only: list[str] | None) -> int: ...
-
-    def stems_of(self, item_ids: list[int]) -> list[str]: ...
+    def prune_stems(self, batch: int) -> int: ...
 
 
 def _filter_sql(filters: Filters, *, vendor: str) -> tuple[str, list[Any]]:
@@ -764,62 +762,40 @@ class PostgresBackend:
             )
         return queryset.count()
 
-    def stems_of(self, item_ids: list[int]) -> list[str]:
-        """The stems these items' `search` holds."""
+    def prune_stems(self, batch: int) -> int:
+        """Deletes the stems no item holds any more (a removed item's words). One pass over the items,
+        without a lock, lists the candidates; then each `batch` of them is checked again and deleted
+        under a lock that keeps item writes out until it commits, so a stem that an uncommitted write
+        found already present is never pruned under it. When writes hold the table longer than
+        `STEM_LOCK_TIMEOUT`, the prune stops there and the next one takes the rest."""
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT DISTINCT unnest(tsvector_to_array(search)) FROM {ITEM_TABLE} WHERE id = ANY(%s)",  # noqa: S608 - our table, values bound
-                [list(item_ids)],
+                f"SELECT stem FROM {STEM_TABLE} EXCEPT "  # noqa: S608 - our tables
+                f'SELECT unnest(tsvector_to_array(search)) COLLATE "C" FROM {ITEM_TABLE}'
             )
-            return [row[0] for row in cursor.fetchall()]
-
-    def prune_stems(self, batch: int, only: list[str] | None) -> int:
-        """Deletes the stems no item holds any more (a removed item's words), all of them or those in
-        `only`, `batch` at a time. Each batch locks out item writes until it commits, so a stem that an
-        uncommitted write found already present is never pruned under it; when writes hold the table
-        longer than `STEM_LOCK_TIMEOUT`, the prune stops there (the next one takes the rest)."""
-        pruned = 0
-        try:
-            if only is not None:
-                wanted = sorted(set(only))
-                for start in range(0, len(wanted), batch):
-                    _last, count = self._prune(
-                        'SELECT unnest(%s::text[]) COLLATE "C" AS stem', [wanted[start : start + batch]]
-                    )
-                    pruned += count
-                return pruned
-            after = ""
-            while True:
-                last, count = self._prune(
-                    f"SELECT stem FROM {STEM_TABLE} WHERE stem > %s ORDER BY stem LIMIT %s",  # noqa: S608 - our table, values bound
-                    [after, batch],
-                )
-                if last is None:
-                    return pruned
-                pruned += count
-                after = last
-        except OperationalError as exc:
-            if getattr(exc.__cause__, "sqlstate", None) != LOCK_NOT_AVAILABLE:
-                raise
-            logger.warning("memory stems prune stopped: item writes held the table pruned=%d", pruned)
-            return pruned
-
-    def _prune(self, batch_sql: str, params: list[Any]) -> tuple[str | None, int]:
+            candidates = sorted(row[0] for row in cursor.fetchall())
         # The stem as a quoted tsquery lexeme: quotes (39) and backslashes (92) doubled.
         lexeme = "(chr(39) || replace(replace(b.stem, chr(92), chr(92) || chr(92)), chr(39), chr(39) || chr(39)) || chr(39))::tsquery"
         sql = (
-            f"WITH batch AS ({batch_sql}), "  # noqa: S608 - our fragments, values bound
-            f"gone AS (DELETE FROM {STEM_TABLE} m USING batch b WHERE m.stem = b.stem "
-            f"AND NOT EXISTS (SELECT 1 FROM {ITEM_TABLE} i WHERE i.search @@ {lexeme}) RETURNING 1) "
-            "SELECT (SELECT max(stem) FROM batch), (SELECT count(*) FROM gone)"
+            f'WITH gone AS (DELETE FROM {STEM_TABLE} m USING unnest(%s::text[]) AS b(stem) WHERE m.stem = b.stem COLLATE "C" '  # noqa: S608 - our tables, values bound
+            f"AND NOT EXISTS (SELECT 1 FROM {ITEM_TABLE} i WHERE i.search @@ {lexeme}) RETURNING m.stem) "
+            "SELECT count(DISTINCT stem) FROM gone"
         )
-        with transaction.atomic(), connection.cursor() as cursor:
-            # A waiting lock holds up every write queued behind it: wait briefly, or give up.
-            cursor.execute("SELECT set_config('lock_timeout', %s, true)", [STEM_LOCK_TIMEOUT])
-            cursor.execute(f"LOCK TABLE {STEM_TABLE} IN SHARE ROW EXCLUSIVE MODE")
-            cursor.execute(sql, params)
-            last, count = cursor.fetchone()
-        return last, int(count)
+        pruned = 0
+        for start in range(0, len(candidates), batch):
+            try:
+                with transaction.atomic(), connection.cursor() as cursor:
+                    # A waiting lock holds up every write queued behind it: wait briefly, or give up.
+                    cursor.execute("SELECT set_config('lock_timeout', %s, true)", [STEM_LOCK_TIMEOUT])
+                    cursor.execute(f"LOCK TABLE {STEM_TABLE} IN SHARE ROW EXCLUSIVE MODE")
+                    cursor.execute(sql, [candidates[start : start + batch]])
+                    pruned += int(cursor.fetchone()[0])
+            except OperationalError as exc:
+                if getattr(exc.__cause__, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+                    raise
+                logger.warning("memory stems prune stopped: item writes held the table pruned=%d", pruned)
+                break
+        return pruned
 
 
 # --- SQLite --------------------------------------------------------------------------------------
@@ -929,12 +905,9 @@ class SqliteBackend:
                 cursor.execute(f"{trigram_insert}{trigram_select} WHERE i.id IN ({marks})", chunk)
         return len(pks)
 
-    def prune_stems(self, batch: int, only: list[str] | None) -> int:
+    def prune_stems(self, batch: int) -> int:
         # FTS5 drops a stem from its index when the last row holding it goes.
         return 0
-
-    def stems_of(self, item_ids: list[int]) -> list[str]:
-        return []
 
 
 _BY_VENDOR: dict[str, type[Backend]] = {"postgresql": PostgresBackend, "sqlite": SqliteBackend}
@@ -950,12 +923,6 @@ def fts_rebuild(*, item_ids: list[int] | None = None) -> int:
     return get_backend().rebuild(item_ids)
 
 
-def stems_prune(*, batch: int = 2000, only: list[str] | None = None) -> int:
-    """Delete the indexed stems no item holds any more, or only those of `only` (PostgreSQL);
-    returns how many."""
-    return get_backend().prune_stems(batch, only)
-
-
-def stems_of_items(item_ids: list[int]) -> list[str]:
-    """The indexed stems these items hold (PostgreSQL; SQLite's index needs no prune)."""
-    return get_backend().stems_of(item_ids) if item_ids else []
+def stems_prune(*, batch: int = 200) -> int:
+    """Delete the indexed stems no item holds any more (PostgreSQL); returns how many."""
+    return get_backend().prune_stems(batch)

@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -17,7 +16,6 @@ from memory import embeddings as emb
 from memory.errors import idempotency_key_reused, quota_exceeded
 from memory.models import IndexingState, MemoryItem, MemoryNamespace, MemoryReceipt, MemoryRevision
 from memory.scope import MemoryScope
-from memory.search import stems_of_items, stems_prune
 from memory.selectors import memory_view, revision_view
 from memory.store import receipt_insert
 from opencompany.core.events import owner_group, publish_on_commit
@@ -254,15 +252,6 @@ def _remove_items(items: list[MemoryItem], *, operation: str, actor: str, now: d
         [_tombstone(i, operation=operation, actor=actor, at=now) for i in items], batch_size=500
     )
     pks = [i.pk for i in items]
-    _prune_stems_on_commit(pks)
     for start in range(0, len(pks), 500):
         MemoryItem.objects.filter(pk__in=pks[start : start + 500]).delete()
     return len(pks)
-
-
-def _prune_stems_on_commit(item_pks: list[int]) -> None:
-    """Once the removal of these items commits, drop their stems that no item holds any more, so a
-    removed item's words leave the stems table with it (call before deleting them)."""
-    stems = stems_of_items(item_pks)
-    if stems:
-        transaction.on_commit(lambda: stems_prune(only=stems), robust=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from memory.models import MemoryItem, MemoryNamespace, MemoryReceipt, MemoryRevision
-from memory.services._common import _prune_stems_on_commit
 
 
 def memory_erase(*, owner_id: int, workflow_ids: list[str] | None) -> dict[str, int]:
@@ -18,9 +17,7 @@ def memory_erase(*, owner_id: int, workflow_ids: list[str] | None) -> dict[str, 
     namespace_ids = sorted(
         set(namespaces.values_list("id", flat=True)) | set(items.values_list("namespace", flat=True))
     )
-    item_pks = list(items.values_list("pk", flat=True))
-    _prune_stems_on_commit(item_pks)
-    erased_items = len(item_pks)
+    erased_items = items.count()
     items.delete()
     revisions = receipts = 0
     for start in range(0, len(namespace_ids), 500):

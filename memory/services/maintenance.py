@@ -68,9 +68,9 @@ def memory_purge_expired(*, now: datetime | None = None, batch: int = 1000) -> i
     return removed
 
 
-def memory_stems_prune(*, batch: int = 2000) -> int:
-    """Delete every indexed stem no item holds any more (PostgreSQL's `memory_stem`; removals prune
-    their own items' stems once they commit, so this is the backstop). Returns how many."""
+def memory_stems_prune(*, batch: int = 200) -> int:
+    """Delete the indexed stems no item holds any more (PostgreSQL: a removed item's words stay in
+    `memory_stem` until this runs). Returns how many."""
     return stems_prune(batch=batch)
 
 

@@ -77,25 +77,16 @@ def test_recall_widens_a_prefix_only_through_the_stems_it_lists(scope):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_removed_items_own_stems_leave_the_table_once_the_removal_commits(scope):
-    kept = _remember(scope, "Quokkas nap in the shade")
-    item = _remember(scope, "Quokkas eat marmalade")
-
-    services.memory_forget(scope=scope, memory_id=item["id"], expected_version=1, actor=ACTOR)
-
-    assert _indexed(_stems_of("eat marmalade")) == set()
-    assert _indexed(_stems_of(kept["content"])) == _stems_of(kept["content"])
-
-
-@pytest.mark.django_db(transaction=True)
 def test_a_prune_waits_for_a_write_in_flight_that_found_its_stem_present(scope, owner):
-    """A write that found a stem already listed adds nothing; a prune that ran before it commits
+    """A write that found a stem already listed adds nothing; a prune that checked before it commits
     would not see its item and would drop the stem, hiding the item from prefix matches."""
     second = make_workflow(owner, name="Second")
     other = memory_scope(workflow=second, memory_node_id=node_id(second, "simpleMemory"))
     gardenia = _remember(scope, "A gardenia blooms by the door")
+    services.memory_forget(scope=scope, memory_id=gardenia["id"], expected_version=1, actor=ACTOR)
     written, release = threading.Event(), threading.Event()
     kept: list[str] = []
+    pruned: list[int] = []
 
     def write_in_flight() -> None:
         try:
@@ -106,24 +97,26 @@ def test_a_prune_waits_for_a_write_in_flight_that_found_its_stem_present(scope, 
         finally:
             connection.close()
 
-    def forget() -> None:
+    def prune() -> None:
         try:
-            services.memory_forget(scope=scope, memory_id=gardenia["id"], expected_version=1, actor=ACTOR)
+            pruned.append(services.memory_stems_prune())
         finally:
             connection.close()
 
     writer = threading.Thread(target=write_in_flight)
     writer.start()
     assert written.wait(10)
-    forgetting = threading.Thread(target=forget)
-    forgetting.start()
-    forgetting.join(0.5)
-    assert forgetting.is_alive()  # the prune after the forget waits for the write to commit
+    pruning = threading.Thread(target=prune)
+    pruning.start()
+    pruning.join(0.5)
+    assert pruning.is_alive()  # the prune waits for the write to commit
     release.set()
     writer.join(10)
-    forgetting.join(10)
+    pruning.join(10)
 
+    assert pruned
     assert _indexed({"gardenia"}) == {"gardenia"}
+    assert _indexed(_stems_of("blooms door")) == set()  # the forgotten item's other words went
     assert [i["id"] for i in selectors.memory_recall(scope=other, query="garden").items] == kept
 
 
@@ -133,8 +126,6 @@ def test_a_prune_that_cannot_lock_the_table_in_time_stops_without_an_error(scope
 
     gone = _remember(scope, "Pangolins sleep all day")
     services.memory_forget(scope=scope, memory_id=gone["id"], expected_version=1, actor=ACTOR)
-    with connection.cursor() as cursor:  # as if the removal's own prune had failed
-        cursor.execute("INSERT INTO memory_stem (stem) VALUES ('pangolin')")
     monkeypatch.setattr(backends, "STEM_LOCK_TIMEOUT", "50ms")
     written, release = threading.Event(), threading.Event()
 
