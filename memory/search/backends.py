@@ -21,8 +21,8 @@ and a `pg_trgm` GIN index over `(namespace, item text)`; prefixes are stem prefi
 `memory_stem` (every indexed stem, kept by triggers) lists a stem it begins beyond the written
 words' own. SQLite: FTS5 tables `memory_item_fts` (porter + unicode61) and `memory_item_trigram`
 (trigram tokenizer), kept by triggers in the writing transaction, and the `fts5vocab` table
-`memory_item_terms` over the first, where prefixes are looked up among the indexed stems. Query words are runs of letters and digits, quoted for each syntax, and
-always bound as parameters.
+`memory_item_terms` over the first, where prefixes are looked up among the indexed stems. Query
+words are runs of letters and digits, quoted for each syntax, and always bound as parameters.
 """
 
 from __future__ import annotations
