@@ -54,6 +54,8 @@ TYPO_TWO_MIN = 9  # words this long tolerate two
 
 @lru_cache(maxsize=1)
 def _stemmer() -> Any:
+    # PyStemmer's compiled stemmer when it is installed (a dependency): scoring and highlights stem
+    # every word of the items they read, and the pure-Python one is far slower on a cold cache.
     return snowballstemmer.stemmer("porter")
 
 

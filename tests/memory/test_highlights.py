@@ -80,3 +80,10 @@ def test_highlights_are_the_words_a_word_by_word_reading_finds(typed, quoted, pi
     hit = Hit(pk=1, tier=0, score=0.0, matched=(), match="some", kinds=tuple(kinds))
 
     assert highlights(query, hit, item) == _word_by_word(query, hit, item)
+
+
+def test_words_are_stemmed_by_the_compiled_snowball_stemmer():
+    from memory.search.query import _stemmer
+
+    assert type(_stemmer()).__module__ == "Stemmer"
+    assert _stemmer().stemWord("organizational") == "organiz"

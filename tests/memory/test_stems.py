@@ -151,3 +151,26 @@ def test_a_prune_that_cannot_lock_the_table_in_time_stops_without_an_error(scope
     assert "pangolin" not in caplog.text  # metadata only
     assert services.memory_stems_prune() >= 1
     assert _indexed({"pangolin"}) == set()
+
+
+def test_python_stems_every_word_of_the_recall_set_as_the_database_indexes_it(db):
+    # Scoring and highlights re-stem item words in Python: a stem that differs from the index's
+    # would score or highlight a word the database did not match.
+    import json
+    from pathlib import Path
+
+    from memory.search.query import WORD_RE, stem
+
+    data = json.loads((Path(__file__).resolve().parents[2] / "bench" / "data" / "recall_set.json").read_text())
+    texts = [" ".join([i["title"], i["content"], i["category"], *i["tags"]]) for i in data["items"]]
+    texts += [q["query"] for q in data["queries"]]
+    # Words of two letters or more: PostgreSQL leaves a word mixing digits and letters unstemmed (its
+    # parser's `numword`), and keeps a lone "s" that Porter stems to nothing.
+    words = sorted({w.lower() for text in texts for w in WORD_RE.findall(text) if w.isalpha() and len(w) > 1})
+    assert len(words) > 1000
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT w, tsvector_to_array(to_tsvector('memory_porter', w)) FROM unnest(%s::text[]) AS w", [words]
+        )
+        database = {w: lexemes[0] for w, lexemes in cursor.fetchall() if lexemes}  # stop words index nothing
+    assert {w: stem(w) for w in database} == database
