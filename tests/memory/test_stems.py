@@ -161,7 +161,9 @@ def test_python_stems_every_word_of_the_recall_set_as_the_database_indexes_it(db
 
     from memory.search.query import WORD_RE, stem
 
-    data = json.loads((Path(__file__).resolve().parents[2] / "bench" / "data" / "recall_set.json").read_text())
+    data = json.loads(
+        (Path(__file__).resolve().parents[2] / "bench" / "data" / "recall_set.json").read_text()
+    )
     texts = [" ".join([i["title"], i["content"], i["category"], *i["tags"]]) for i in data["items"]]
     texts += [q["query"] for q in data["queries"]]
     # Words of two letters or more: PostgreSQL leaves a word mixing digits and letters unstemmed (its
@@ -170,7 +172,8 @@ def test_python_stems_every_word_of_the_recall_set_as_the_database_indexes_it(db
     assert len(words) > 1000
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT w, tsvector_to_array(to_tsvector('memory_porter', w)) FROM unnest(%s::text[]) AS w", [words]
+            "SELECT w, tsvector_to_array(to_tsvector('memory_porter', w)) FROM unnest(%s::text[]) AS w",
+            [words],
         )
         database = {w: lexemes[0] for w, lexemes in cursor.fetchall() if lexemes}  # stop words index nothing
     assert {w: stem(w) for w in database} == database
