@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory.search import Hit, RecallQuery, analyze, highlights
-from memory.search.query import NO_CONTENT_WORDS, WORD_RE, stem
+from memory.search.query import NO_CONTENT_WORDS, WORD_RE, _stemmer, stem
 from memory.search.scoring import COMPOUND, EXACT, PREFIX, TYPO, token_matches
 
 # Mixed case, accents, letters whose lower case is longer or special (İ, Σ, the Kelvin sign), digits.
@@ -83,7 +83,5 @@ def test_highlights_are_the_words_a_word_by_word_reading_finds(typed, quoted, pi
 
 
 def test_words_are_stemmed_by_the_compiled_snowball_stemmer():
-    from memory.search.query import _stemmer
-
     assert type(_stemmer()).__module__ == "Stemmer"
     assert _stemmer().stemWord("organizational") == "organiz"

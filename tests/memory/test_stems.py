@@ -3,8 +3,10 @@ prefix scan that could find nothing the written words did not, so the table must
 
 from __future__ import annotations
 
+import json
 import threading
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -12,6 +14,7 @@ from django.db import connection, transaction
 
 from memory import selectors, services
 from memory.scope import MemoryScope, memory_scope
+from memory.search.query import WORD_RE, stem
 from tests.conftest import make_workflow, node_id
 
 pytestmark = pytest.mark.postgres
@@ -156,11 +159,6 @@ def test_a_prune_that_cannot_lock_the_table_in_time_stops_without_an_error(scope
 def test_python_stems_every_word_of_the_recall_set_as_the_database_indexes_it(db):
     # Scoring and highlights re-stem item words in Python: a stem that differs from the index's
     # would score or highlight a word the database did not match.
-    import json
-    from pathlib import Path
-
-    from memory.search.query import WORD_RE, stem
-
     data = json.loads(
         (Path(__file__).resolve().parents[2] / "bench" / "data" / "recall_set.json").read_text()
     )
