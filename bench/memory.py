@@ -189,7 +189,7 @@ def main() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "TRUNCATE memory_memoryembedding, memory_memoryitem, memory_memoryrevision, memory_memoryreceipt, "
-            "memory_memorynamespace, memory_stem"
+            "memory_memorynamespace, memory_stem, memory_word"
         )
     Workflow.objects.filter(name="memory-bench").delete()
     owner, _ = get_user_model().objects.get_or_create(username="memory-bench")
@@ -306,6 +306,7 @@ def main() -> None:
         )
         raw.execute("VACUUM ANALYZE memory_memoryitem")
         raw.execute("VACUUM ANALYZE memory_stem")
+        raw.execute("VACUUM ANALYZE memory_word")
         raw.execute("VACUUM ANALYZE store")
         load_s = time.perf_counter() - started
         load_notes.append(f"{size:,} items loaded in {load_s:.0f} s (COPY {copied_s:.0f} s, then indexes)")

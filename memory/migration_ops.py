@@ -37,6 +37,17 @@ PG_TRIGRAM_TEXT = (
     "(coalesce(i.title, '') || ' ' || coalesce(i.category, '') || ' ' || i.tag_index || ' ' || i.content)"
 )
 
+
+def pg_item_words(row: str) -> str:
+    """SQL for the words of one item row (`NEW` in a trigger, a table alias elsewhere) as a text
+    array: lower-cased as written, punctuation read as spaces, as `search` reads the text."""
+    text = (
+        f"coalesce({row}.title, '') || ' ' || coalesce({row}.category, '') || ' ' || "
+        f"replace({row}.tag_index, chr(31), ' ') || ' ' || {row}.content"
+    )
+    return f"tsvector_to_array(to_tsvector('simple', regexp_replace({text}, '[[:punct:]]', ' ', 'g')))"
+
+
 # SQLite's trigram tokenizer keeps every character, so punctuation becomes a space and the text is
 # padded: then " word " trigrams exist for every word, as pg_trgm pads its words.
 _TRIGRAM_PUNCTUATION = ".,;:!?()[]{}\"'/\\-_"

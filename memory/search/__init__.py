@@ -19,6 +19,7 @@ from memory.search.backends import (
     items_by_pk,
     recent,
     stems_prune,
+    words_prune,
 )
 from memory.search.query import STOP_WORDS, RecallQuery, analyze, parse_query
 from memory.search.scoring import (
@@ -59,6 +60,7 @@ __all__ = [
     "ranked_hits",
     "recent",
     "stems_prune",
+    "words_prune",
 ]
 
 

@@ -7,19 +7,22 @@ answers the same three questions, and `memory.search.scoring` ranks the answers 
   (the last word as typed, `word*`, or a compound part for words of four letters or more, while the
   words as written leave room among the candidates) or a quoted phrase, each with how every word
   matched, plus per word the number of items in scope that match it;
-- `find_tolerant`: items that may hold a typo of a word no item matches as written (trigram
-  candidates, checked word by word in Python);
+- `find_tolerant`: items that may hold a typo of a word no item matches as written (PostgreSQL:
+  through the near words `memory_word` lists; SQLite: trigram candidates; checked word by word in
+  Python);
 - `recent`: the most recently updated items, for a query without searchable words.
 
 `find` and `find_tolerant` also read what a result shows of each item (`ITEM_COLUMNS`), so a recall
-takes one statement, two when a word takes the typo pass.
+takes one statement; a word that takes the typo pass adds one on SQLite, one or two on PostgreSQL
+(its near words, then, when there are any, the items holding them).
 
 PostgreSQL: a stored generated `tsvector` (`search`, text search configuration `memory_porter`:
 Porter stems of every word, punctuation read as spaces) with a GIN index over `(namespace, search)`,
 and a `pg_trgm` GIN index over `(namespace, item text)`; prefixes are stem prefixes read by the
 `simple` configuration, so they are not stemmed again, and a prefix is scanned only when the table
 `memory_stem` (every indexed stem, kept by triggers) lists a stem it begins beyond the written
-words' own. SQLite: FTS5 tables `memory_item_fts` (porter + unicode61) and `memory_item_trigram`
+words' own; `memory_word` (every word items hold, with a trigram index, kept by the same triggers)
+is where a misspelled word's near words are looked up. SQLite: FTS5 tables `memory_item_fts` (porter + unicode61) and `memory_item_trigram`
 (trigram tokenizer), kept by triggers in the writing transaction, and the `fts5vocab` table
 `memory_item_terms` over the first, where prefixes are looked up among the indexed stems. Query
 words are runs of letters and digits, quoted for each syntax, and always bound as parameters.
@@ -39,9 +42,9 @@ from typing import Any, NamedTuple, Protocol, cast
 
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections, transaction
 
-from memory.migration_ops import PG_TRIGRAM_TEXT, sqlite_trigram_text
-from memory.search.query import Group, QueryWord, RecallQuery, Term, prefix_lexeme
-from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate
+from memory.migration_ops import PG_TRIGRAM_TEXT, pg_item_words, sqlite_trigram_text
+from memory.search.query import Group, QueryWord, RecallQuery, Term, prefix_lexeme, stem
+from memory.search.scoring import COMPOUND, EXACT, PREFIX, Candidate, within_edits
 from opencompany.core.db import hot_fetchall
 
 logger = logging.getLogger(__name__)
@@ -50,6 +53,7 @@ FTS_TABLE = "memory_item_fts"
 TERMS_TABLE = "memory_item_terms"  # SQLite: every indexed stem with its item and column (fts5vocab)
 TRIGRAM_TABLE = "memory_item_trigram"
 STEM_TABLE = "memory_stem"  # PostgreSQL: every stem some item's `search` holds (migration 0006)
+WORD_TABLE = "memory_word"  # PostgreSQL: every word some item holds, as written (migration 0007)
 STEM_LOCK_TIMEOUT = "2s"  # how long a stems prune waits for item writes in flight
 LOCK_NOT_AVAILABLE = "55P03"
 PG_CONFIG = "memory_porter"
@@ -140,13 +144,17 @@ class Backend(Protocol):
 
     def ready_similar(self) -> None: ...
 
-    def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]: ...
+    def near_words(self, query: RecallQuery, word_ids: list[int]) -> dict[int, list[str]] | None: ...
+
+    def similar(self, word: str, namespace: str, near: list[str] | None) -> tuple[str, list[Any]]: ...
 
     def contains(self, text: str, namespace: str) -> tuple[str, list[Any]]: ...
 
     def rebuild(self, item_ids: list[int] | None) -> int: ...
 
     def prune_stems(self, batch: int) -> int: ...
+
+    def prune_words(self, batch: int) -> int: ...
 
 
 def _filter_sql(filters: Filters, *, vendor: str) -> tuple[str, list[Any]]:
@@ -461,7 +469,12 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
 
 
 def _tolerant_statement(
-    backend: Backend, query: RecallQuery, filters: Filters, limit: int, word_ids: tuple[int, ...]
+    backend: Backend,
+    query: RecallQuery,
+    filters: Filters,
+    limit: int,
+    word_ids: tuple[int, ...],
+    near: dict[int, list[str]] | None = None,
 ) -> Compiled:
     where, where_params = _filter_sql(filters, vendor=backend.vendor)
     parts: list[str] = []
@@ -470,7 +483,9 @@ def _tolerant_statement(
         word = query.words[i]
         conditions = []
         if word.edits:
-            conditions.append(backend.similar(word.text, filters.namespace))
+            conditions.append(
+                backend.similar(word.text, filters.namespace, None if near is None else near[i])
+            )
         elif word.surface_prefix:  # a longer word begins the words it is similar to
             conditions.append(backend.contains(word.text, filters.namespace))
         for sql, p in conditions:
@@ -501,13 +516,22 @@ def find_tolerant(
     query: RecallQuery, word_ids: list[int], filters: Filters, *, limit: int = TOLERANT_CANDIDATES
 ) -> list[TolerantRow]:
     """Items in scope that may hold a typo of the words `word_ids` or a word they begin (newest first),
-    with their text: the caller checks each word of it. Candidates come from the trigram index: items
-    with a word of similar trigrams (PostgreSQL: pg_trgm word similarity of at least
-    `TRIGRAM_THRESHOLD`; SQLite: the items sharing the most trigrams), or containing the word typed."""
+    with their text: the caller checks each word of it. PostgreSQL looks the words within the typo
+    budget up among every word items hold (`memory_word`, by pg_trgm word similarity of at least
+    `TRIGRAM_THRESHOLD`, checked by edit distance) and reads the items holding their stems; SQLite
+    reads the items sharing the most trigrams with the word. Both also read the items containing a
+    word typed last that has no typo budget."""
     backend = get_backend()
-    if any(query.words[i].edits for i in word_ids):
+    typo = [i for i in word_ids if query.words[i].edits]
+    if typo:
         backend.ready_similar()
-    sql, params, names = _compiled(backend, _tolerant_statement, query, filters, limit, tuple(word_ids))
+    near = backend.near_words(query, typo) if typo else None
+    if near is None:
+        sql, params, names = _compiled(backend, _tolerant_statement, query, filters, limit, tuple(word_ids))
+    elif len(typo) == len(word_ids) and not any(near.values()):
+        return []  # no item anywhere holds a word these may be typos of
+    else:  # the near words are values of this query only: no statement to reuse
+        sql, params, names = _tolerant_statement(backend, query, filters, limit, tuple(word_ids), near)
     rows = backend.fetch(sql, params)
     at = {name: n for n, name in enumerate(names)}
     read = _reader(query, names)
@@ -629,7 +653,7 @@ _PG_WEIGHTS = {"title": "A", "labels": "B", "content": "C"}
 
 
 def _pg_lexeme(word: str) -> str:
-    # Quoted, so the tsquery parser reads it as text; words hold no quote characters.
+    # Quoted, so the tsquery parser reads it as text; query words hold no quote characters.
     return f"'{word}'"
 
 
@@ -650,6 +674,9 @@ def padded_trigrams(word: str) -> list[str]:
     padded = f" {word} "
     return list(dict.fromkeys(padded[i : i + 3] for i in range(len(padded) - 2)))
 
+
+# An entry being pruned as a quoted tsquery lexeme: quotes (39) and backslashes (92) doubled.
+_PG_QUOTED_ENTRY = "(chr(39) || replace(replace(b.entry, chr(92), chr(92) || chr(92)), chr(39), chr(39) || chr(39)) || chr(39))"
 
 # The connections whose session already has `pg_trgm.word_similarity_threshold` set.
 _similarity_set: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -734,11 +761,36 @@ class PostgresBackend:
         if connection.get_autocommit() and not connection.in_atomic_block:
             _similarity_set.add(raw)
 
-    # Each condition is its own subquery, driven by the trigram index within the namespace.
-    def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
-        text = PG_TRIGRAM_TEXT.replace("i.", "j.")
-        sql = f"(i.id IN (SELECT j.id FROM {ITEM_TABLE} j WHERE j.namespace = %s AND %s <%% {text}))"  # noqa: S608 - our table, values bound
-        return sql, [namespace, word]
+    def near_words(self, query: RecallQuery, word_ids: list[int]) -> dict[int, list[str]]:
+        """Per word of `word_ids`, the words items hold that are within its typo budget or, for the
+        word typed last, begin with it; words of its own stem are left out (no item in scope holds
+        them, or the word would not be here). One statement: trigram candidates from `memory_word`
+        of about the word's length, checked by edit distance here."""
+        selects, params = [], []
+        for i in word_ids:
+            word = query.words[i]
+            selects.append(
+                f"SELECT %s AS n, w.word FROM {WORD_TABLE} w WHERE %s <%% w.word "  # noqa: S608 - our table, values bound
+                "AND (length(w.word) BETWEEN %s AND %s OR (%s AND starts_with(w.word, %s)))"
+            )
+            size = len(word.text)
+            params += [i, word.text, size - word.edits, size + word.edits, word.surface_prefix, word.text]
+        near: dict[int, list[str]] = {i: [] for i in word_ids}
+        for i, found in hot_fetchall(" UNION ALL ".join(selects), params):
+            word = query.words[i]
+            if (
+                within_edits(word.text, found, word.edits)
+                or (word.surface_prefix and found.startswith(word.text))
+            ) and stem(found) != word.stem:
+                near[i].append(found)
+        return near
+
+    def similar(self, word: str, namespace: str, near: list[str] | None) -> tuple[str, list[Any]]:
+        # The items holding a near word hold its stem: the (namespace, search) index finds them.
+        if not near:
+            return "(1 = 0)", []
+        lexemes = " | ".join(_pg_lexeme(w.replace("\\", "\\\\").replace("'", "''")) for w in near)
+        return f"(i.search @@ {self._ref(PG_CONFIG, lexemes)})", []
 
     def contains(self, text: str, namespace: str) -> tuple[str, list[Any]]:
         item_text = PG_TRIGRAM_TEXT.replace("i.", "j.")
@@ -754,32 +806,56 @@ class PostgresBackend:
         if item_ids is not None:
             queryset = queryset.filter(pk__in=item_ids)
         ids = "" if item_ids is None else "WHERE i.id = ANY(%s)"
+        params = [] if item_ids is None else [list(item_ids)]
         with connection.cursor() as cursor:
             cursor.execute(
                 f'INSERT INTO {STEM_TABLE} (stem) SELECT DISTINCT s COLLATE "C" FROM {ITEM_TABLE} i, '  # noqa: S608 - our tables, values bound
                 f"unnest(tsvector_to_array(i.search)) AS s {ids} EXCEPT SELECT stem FROM {STEM_TABLE}",
-                [] if item_ids is None else [list(item_ids)],
+                params,
+            )
+            cursor.execute(
+                f'INSERT INTO {WORD_TABLE} (word) SELECT DISTINCT w COLLATE "C" FROM {ITEM_TABLE} i, '  # noqa: S608 - our tables, values bound
+                f"unnest({pg_item_words('i')}) AS w {ids} EXCEPT SELECT word FROM {WORD_TABLE}",
+                params,
             )
         return queryset.count()
 
     def prune_stems(self, batch: int) -> int:
-        """Deletes the stems no item holds any more (a removed item's words). One pass over the items,
-        without a lock, lists the candidates; then each `batch` of them is checked again and deleted
-        under a lock that keeps item writes out until it commits, so a stem that an uncommitted write
-        found already present is never pruned under it. When writes hold the table longer than
+        """Deletes the stems no item holds any more (a removed item's words); see `_prune`."""
+        return self._prune(
+            STEM_TABLE,
+            "stem",
+            held='SELECT unnest(tsvector_to_array(search)) COLLATE "C" FROM memory_memoryitem',
+            holds=f"i.search @@ {_PG_QUOTED_ENTRY}::tsquery",
+            batch=batch,
+        )
+
+    def prune_words(self, batch: int) -> int:
+        """Deletes the words no item holds any more (a removed item's words); see `_prune`."""
+        return self._prune(
+            WORD_TABLE,
+            "word",
+            held=f'SELECT unnest({pg_item_words("i")}) COLLATE "C" FROM {ITEM_TABLE} i',  # noqa: S608 - our table
+            # The stem narrows the items to read by the index; the words themselves decide.
+            holds=f"i.search @@ to_tsquery('{PG_CONFIG}', {_PG_QUOTED_ENTRY}) AND b.entry = ANY({pg_item_words('i')})",
+            batch=batch,
+        )
+
+    def _prune(self, table: str, column: str, *, held: str, holds: str, batch: int) -> int:
+        """Deletes the entries of `table` that no item holds any more. One pass over the items
+        (`held`: what they hold), without a lock, lists the candidates; then each `batch` of them is
+        checked again (`holds`: whether item `i` holds entry `b.entry`) and deleted under a lock that
+        keeps item writes out until it commits, so an entry that an uncommitted write found already
+        present is never pruned under it. When writes hold the table longer than
         `STEM_LOCK_TIMEOUT`, the prune stops there and the next one takes the rest."""
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT stem FROM {STEM_TABLE} EXCEPT "  # noqa: S608 - our tables
-                f'SELECT unnest(tsvector_to_array(search)) COLLATE "C" FROM {ITEM_TABLE}'
-            )
+            cursor.execute(f"SELECT {column} FROM {table} EXCEPT {held}")  # noqa: S608 - our tables
             candidates = sorted(row[0] for row in cursor.fetchall())
-        # The stem as a quoted tsquery lexeme: quotes (39) and backslashes (92) doubled.
-        lexeme = "(chr(39) || replace(replace(b.stem, chr(92), chr(92) || chr(92)), chr(39), chr(39) || chr(39)) || chr(39))::tsquery"
         sql = (
-            f'WITH gone AS (DELETE FROM {STEM_TABLE} m USING unnest(%s::text[]) AS b(stem) WHERE m.stem = b.stem COLLATE "C" '  # noqa: S608 - our tables, values bound
-            f"AND NOT EXISTS (SELECT 1 FROM {ITEM_TABLE} i WHERE i.search @@ {lexeme}) RETURNING m.stem) "
-            "SELECT count(DISTINCT stem) FROM gone"
+            f"WITH gone AS (DELETE FROM {table} m USING unnest(%s::text[]) AS b(entry) "  # noqa: S608 - our tables, values bound
+            f'WHERE m.{column} = b.entry COLLATE "C" '
+            f"AND NOT EXISTS (SELECT 1 FROM {ITEM_TABLE} i WHERE {holds}) RETURNING m.{column}) "
+            f"SELECT count(DISTINCT {column}) FROM gone"
         )
         pruned = 0
         for start in range(0, len(candidates), batch):
@@ -787,13 +863,13 @@ class PostgresBackend:
                 with transaction.atomic(), connection.cursor() as cursor:
                     # A waiting lock holds up every write queued behind it: wait briefly, or give up.
                     cursor.execute("SELECT set_config('lock_timeout', %s, true)", [STEM_LOCK_TIMEOUT])
-                    cursor.execute(f"LOCK TABLE {STEM_TABLE} IN SHARE ROW EXCLUSIVE MODE")
+                    cursor.execute(f"LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE")
                     cursor.execute(sql, [candidates[start : start + batch]])
                     pruned += int(cursor.fetchone()[0])
             except OperationalError as exc:
                 if getattr(exc.__cause__, "sqlstate", None) != LOCK_NOT_AVAILABLE:
                     raise
-                logger.warning("memory stems prune stopped: item writes held the table pruned=%d", pruned)
+                logger.warning("memory %s prune stopped: item writes held the table pruned=%d", column + "s", pruned)
                 break
         return pruned
 
@@ -863,7 +939,11 @@ class SqliteBackend:
     def ready_similar(self) -> None:
         pass
 
-    def similar(self, word: str, namespace: str) -> tuple[str, list[Any]]:
+    def near_words(self, query: RecallQuery, word_ids: list[int]) -> None:
+        # SQLite keeps no table of words: the trigram index answers for the items themselves.
+        return None
+
+    def similar(self, word: str, namespace: str, near: list[str] | None) -> tuple[str, list[Any]]:
         # Items sharing any trigram, the ones sharing the most (rarest) first: bm25 over trigrams.
         expression = " OR ".join(f'"{piece}"' for piece in padded_trigrams(word))
         sql = (
@@ -909,6 +989,9 @@ class SqliteBackend:
         # FTS5 drops a stem from its index when the last row holding it goes.
         return 0
 
+    def prune_words(self, batch: int) -> int:
+        return 0
+
 
 _BY_VENDOR: dict[str, type[Backend]] = {"postgresql": PostgresBackend, "sqlite": SqliteBackend}
 
@@ -926,3 +1009,8 @@ def fts_rebuild(*, item_ids: list[int] | None = None) -> int:
 def stems_prune(*, batch: int = 200) -> int:
     """Delete the indexed stems no item holds any more (PostgreSQL); returns how many."""
     return get_backend().prune_stems(batch)
+
+
+def words_prune(*, batch: int = 200) -> int:
+    """Delete the indexed words no item holds any more (PostgreSQL); returns how many."""
+    return get_backend().prune_words(batch)

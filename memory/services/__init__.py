@@ -23,6 +23,7 @@ from memory.services.maintenance import (
     memory_purge_expired,
     memory_receipts_prune,
     memory_stems_prune,
+    memory_words_prune,
 )
 from memory.services.owner import memory_namespaces_move, memory_owner_change_hook
 from memory.services.remember import memory_remember
@@ -46,4 +47,5 @@ __all__ = [
     "memory_remember",
     "memory_stems_prune",
     "memory_update",
+    "memory_words_prune",
 ]

@@ -21,7 +21,7 @@ from memory.models import (
     MemoryRevision,
 )
 from memory.scope import MemoryScope
-from memory.search import fts_rebuild, stems_prune
+from memory.search import fts_rebuild, stems_prune, words_prune
 from memory.services._common import _publish, _remove_items
 
 logger = logging.getLogger(__name__)
@@ -72,6 +72,12 @@ def memory_stems_prune(*, batch: int = 200) -> int:
     """Delete the indexed stems no item holds any more (PostgreSQL: a removed item's words stay in
     `memory_stem` until this runs). Returns how many."""
     return stems_prune(batch=batch)
+
+
+def memory_words_prune(*, batch: int = 200) -> int:
+    """Delete the indexed words no item holds any more (PostgreSQL: a removed item's words stay in
+    `memory_word` until this runs). Returns how many."""
+    return words_prune(batch=batch)
 
 
 @transaction.atomic

@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from memory import selectors, services
 from memory.fields import QUERY_MAX
 from memory.models import MemoryItem
+from memory.scope import memory_scope
 from memory.search.backends import PostgresBackend
 from opencompany.core.errors import ApplicationError
 from opencompany.core.gate import bad_char_message
+from tests.conftest import make_workflow, node_id
 from tests.memory.recall_fixtures import ITEMS, load_items
 
 # (query, filters, expected keys best first)
@@ -519,19 +521,43 @@ def test_recall_shows_its_page_from_the_rows_it_read_without_building_models(sco
     assert [i["match"] for i in recent.items] == ["recent"] * 3
 
 
-def test_a_misspelled_word_takes_one_more_statement_for_its_trigram_candidates(scope):
+def _statements(run: Any) -> tuple[Any, list[str]]:
     from django.test.utils import CaptureQueriesContext
 
+    with CaptureQueriesContext(connection) as captured:
+        result = run()
+    # Inside a transaction PostgreSQL sets the similarity threshold again: a rollback would undo it.
+    return result, [q["sql"] for q in captured.captured_queries if "set_config" not in q["sql"]]
+
+
+def test_a_misspelled_word_takes_more_statements_for_its_typo_candidates(scope):
     ids = load_items(scope)
 
-    with CaptureQueriesContext(connection) as captured:
-        page = selectors.memory_recall(scope=scope, query="bisquit")
+    page, statements = _statements(lambda: selectors.memory_recall(scope=scope, query="bisquit"))
 
-    # Inside a transaction PostgreSQL sets the similarity threshold again: a rollback would undo it.
-    statements = [q["sql"] for q in captured.captured_queries if "set_config" not in q["sql"]]
-    assert len(statements) == 2
+    # PostgreSQL looks the near words up first ("biscuit"), then reads the items holding them;
+    # SQLite reads the items sharing trigrams with the word.
+    assert len(statements) == (3 if connection.vendor == "postgresql" else 2)
     assert [i["id"] for i in page.items] == [ids["dog"]]
     assert page.items[0]["title"] == next(spec["title"] for spec in ITEMS if spec["key"] == "dog")
+
+
+@pytest.mark.postgres
+def test_a_word_no_item_anywhere_is_near_skips_reading_items_for_typos(scope, owner):
+    load_items(scope)
+    second = make_workflow(owner, name="Second")
+    other = memory_scope(workflow=second, memory_node_id=node_id(second, "simpleMemory"))
+    services.memory_remember(scope=other, content="Zyxwvut lives elsewhere", actor="owner:1")
+
+    # "zyxwut" is one typo from a word that only another namespace holds: its items are read, and
+    # none is in this one.
+    page, statements = _statements(lambda: selectors.memory_recall(scope=scope, query="zyxwut"))
+    assert page.items == []
+    assert len(statements) == 3
+
+    page, statements = _statements(lambda: selectors.memory_recall(scope=scope, query="qqqqqqq"))
+    assert page.items == []
+    assert len(statements) == 2  # the words written, then the near words: none
 
 
 @pytest.mark.postgres
@@ -543,7 +569,7 @@ def test_outside_a_transaction_the_similarity_threshold_is_set_once_per_connecti
     connection.close()
     assert [i["id"] for i in selectors.memory_recall(scope=scope, query="bisquit").items] == [ids["dog"]]
 
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(3):  # the words written, the near words, the items holding them
         page = selectors.memory_recall(scope=scope, query="expresso")
 
     assert [i["id"] for i in page.items] == [ids["espresso_title"], ids["espresso_content"]]

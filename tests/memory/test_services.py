@@ -348,9 +348,15 @@ def test_purge_command_and_prune_command_report_counts(scope):
     call_command("purge_expired_memory", stdout=out)
     call_command("prune_memory_receipts", "--days", "0", stdout=out)
 
-    # PostgreSQL's stems table drops the purged item's word ("gone"); SQLite's index needs no prune.
-    stems = 1 if connection.vendor == "postgresql" else 0
-    assert out.getvalue().splitlines() == ["purged=1", f"stems_pruned={stems}", "pruned=0"]
+    # PostgreSQL's stems and words tables drop the purged item's word ("gone"); SQLite's index needs
+    # no prune.
+    pruned = 1 if connection.vendor == "postgresql" else 0
+    assert out.getvalue().splitlines() == [
+        "purged=1",
+        f"stems_pruned={pruned}",
+        f"words_pruned={pruned}",
+        "pruned=0",
+    ]
 
 
 def test_item_version_check_constraint_holds(scope):

@@ -175,3 +175,78 @@ def test_python_stems_every_word_of_the_recall_set_as_the_database_indexes_it(db
         )
         database = {w: lexemes[0] for w, lexemes in cursor.fetchall() if lexemes}  # stop words index nothing
     assert {w: stem(w) for w in database} == database
+
+
+def _words_indexed(words: set[str]) -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT word FROM memory_word WHERE word = ANY(%s)", [sorted(words)])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_writes_add_their_words_and_the_prune_drops_those_no_item_holds(scope):
+    kept = _remember(scope, "Quokkas nap in the shade")
+    item = _remember(scope, "Zanzibar's spices arrive")
+    assert _words_indexed({"zanzibar", "s", "spices", "arrive"}) == {"zanzibar", "s", "spices", "arrive"}
+
+    services.memory_update(
+        scope=scope,
+        memory_id=item["id"],
+        expected_version=1,
+        patch={"content": "Marmalade arrives"},
+        actor=ACTOR,
+    )
+    assert _words_indexed({"marmalade", "arrives"}) == {"marmalade", "arrives"}
+    assert _words_indexed({"zanzibar"}) == {"zanzibar"}  # until the prune runs
+
+    # A word goes once no item holds it as written, even while a word of its stem stays ("arrive"
+    # goes, "arrives" stays).
+    assert services.memory_words_prune(batch=2) == 4  # zanzibar, s, spices, arrive
+    assert _words_indexed({"zanzibar", "spices", "arrive"}) == set()
+    assert _words_indexed({"marmalade", "arrives", "quokkas", "shade"}) == {
+        "marmalade",
+        "arrives",
+        "quokkas",
+        "shade",
+    }
+    assert kept["content"] == "Quokkas nap in the shade"
+
+
+def test_every_word_recall_checks_for_typos_is_in_the_words_table(owner):
+    # The typo pass finds its candidates through `memory_word`: an item word the table lacks could
+    # never be matched through a typo.
+    from memory.search.scoring import tokens_of
+
+    data = json.loads(
+        (Path(__file__).resolve().parents[2] / "bench" / "data" / "recall_set.json").read_text()
+    )
+    workflow = make_workflow(owner, name="Words")
+    scope = memory_scope(workflow=workflow, memory_node_id=node_id(workflow, "simpleMemory"))
+    tokens: set[str] = set()
+    for spec in data["items"]:
+        services.memory_remember(
+            scope=scope,
+            title=spec["title"],
+            content=spec["content"],
+            category=spec["category"],
+            tags=spec["tags"],
+            actor=ACTOR,
+        )
+        tokens |= tokens_of(" ".join([spec["title"], spec["content"], spec["category"], *spec["tags"]]))
+    assert len(tokens) > 1000
+    assert _words_indexed(tokens) == tokens
+
+
+def test_a_typo_is_found_only_through_the_words_the_table_lists(scope):
+    biscuit = _remember(scope, "The dog is called Biscuit")
+
+    def found(query: str) -> list[str]:
+        return [i["id"] for i in selectors.memory_recall(scope=scope, query=query).items]
+
+    assert found("bisquit") == [biscuit["id"]]
+
+    with connection.cursor() as cursor:  # a word the table lost: nothing is near the typo
+        cursor.execute("DELETE FROM memory_word WHERE word = 'biscuit'")
+    assert found("bisquit") == []
+
+    call_command("rebuild_memory_index", stdout=StringIO())
+    assert found("bisquit") == [biscuit["id"]]
