@@ -869,7 +869,9 @@ class PostgresBackend:
             except OperationalError as exc:
                 if getattr(exc.__cause__, "sqlstate", None) != LOCK_NOT_AVAILABLE:
                     raise
-                logger.warning("memory %s prune stopped: item writes held the table pruned=%d", column + "s", pruned)
+                logger.warning(
+                    "memory %s prune stopped: item writes held the table pruned=%d", column + "s", pruned
+                )
                 break
         return pruned
 
