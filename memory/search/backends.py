@@ -21,10 +21,11 @@ Porter stems of every word, punctuation read as spaces) with a GIN index over `(
 and a `pg_trgm` GIN index over `(namespace, item text)`; prefixes are stem prefixes read by the
 `simple` configuration, so they are not stemmed again, and a prefix is scanned only when the table
 `memory_stem` (every indexed stem, kept by triggers) lists a stem it begins beyond the written
-words' own; `memory_word` (every word items hold, with a trigram index, kept by the same triggers)
-is where a misspelled word's near words are looked up. SQLite: FTS5 tables `memory_item_fts` (porter + unicode61) and `memory_item_trigram`
-(trigram tokenizer), kept by triggers in the writing transaction, and the `fts5vocab` table
-`memory_item_terms` over the first, where prefixes are looked up among the indexed stems. Query
+words' own; `memory_word` (every word items hold, with a trigram index, kept by the same
+triggers) is where a misspelled word's near words are looked up. SQLite: FTS5 tables
+`memory_item_fts` (porter + unicode61) and `memory_item_trigram` (trigram tokenizer), kept by
+triggers in the writing transaction, and the `fts5vocab` table `memory_item_terms` over the first,
+where prefixes are looked up among the indexed stems. Query
 words are runs of letters and digits, quoted for each syntax, and always bound as parameters.
 """
 
@@ -54,7 +55,7 @@ TERMS_TABLE = "memory_item_terms"  # SQLite: every indexed stem with its item an
 TRIGRAM_TABLE = "memory_item_trigram"
 STEM_TABLE = "memory_stem"  # PostgreSQL: every stem some item's `search` holds (migration 0006)
 WORD_TABLE = "memory_word"  # PostgreSQL: every word some item holds, as written (migration 0007)
-STEM_LOCK_TIMEOUT = "2s"  # how long a stems prune waits for item writes in flight
+STEM_LOCK_TIMEOUT = "2s"  # how long a stems or words prune waits for item writes in flight
 LOCK_NOT_AVAILABLE = "55P03"
 PG_CONFIG = "memory_porter"
 PG_RAW_CONFIG = "simple"  # reads a prefix as given: the stem prefix is chosen in Python
@@ -825,7 +826,7 @@ class PostgresBackend:
         return self._prune(
             STEM_TABLE,
             "stem",
-            held='SELECT unnest(tsvector_to_array(search)) COLLATE "C" FROM memory_memoryitem',
+            held=f'SELECT unnest(tsvector_to_array(search)) COLLATE "C" FROM {ITEM_TABLE}',  # noqa: S608 - our table
             holds=f"i.search @@ {_PG_QUOTED_ENTRY}::tsquery",
             batch=batch,
         )
