@@ -89,7 +89,7 @@ def ranked_hits(query: RecallQuery, filters: Filters) -> Ranking:
         misses: dict[tuple[int, str], set[str]] = {
             (i, kind): set() for i in missing for kind in (PREFIX, TYPO)
         }
-        for row in find_tolerant(query, missing, filters):
+        for row in find_tolerant(query, missing, filters, near=found.near):
             total = row.total if total is None else total
             tokens = tokens_of(f"{row.title} {row.labels} {row.content}")  # a space never joins two words
             kinds: dict[int, str] = {}

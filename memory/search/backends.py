@@ -101,6 +101,9 @@ class Found:
     df: dict[str, int]
     total: int | None  # the namespace's item count; None when nothing matched
     items: dict[int, ItemRow]
+    # Per word no candidate matched, the words items hold that it may mean (see `near_words`); None
+    # where the backend keeps no table of words.
+    near: dict[int, list[str]] | None = None
 
 
 @dataclass
@@ -143,9 +146,7 @@ class Backend(Protocol):
         self, sql: str, params: list[Any], *, ctes: list[tuple[str, str, list[Any]]] | None = None
     ) -> tuple[str, list[Any]]: ...
 
-    def ready_similar(self) -> None: ...
-
-    def near_words(self, query: RecallQuery, word_ids: list[int]) -> dict[int, list[str]] | None: ...
+    def near(self, word: QueryWord) -> tuple[str, list[Any]] | None: ...
 
     def similar(self, word: str, namespace: str, near: list[str] | None) -> tuple[str, list[Any]]: ...
 
@@ -407,6 +408,23 @@ def _find_statement(backend: Backend, query: RecallQuery, filters: Filters, limi
         )
         candidates += f" UNION {select}{widening_sql} AND (SELECT count(*) FROM written) < %s AND {gate}"  # noqa: S608
         candidate_params = [*column_params, *where_params, *widening_params, limit, *gate_params]
+    groups = _or([f"c.g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
+    near = [(i, backend.near(word)) for i, word in enumerate(query.words) if word.edits]
+    near_columns = [
+        # Only a word that no candidate matches looks for the words it may be a typo of.
+        (
+            f"near{i}",
+            f"CASE WHEN EXISTS (SELECT 1 FROM cand c WHERE {groups} AND {_word_matched(query, i)}) "  # noqa: S608 - fragments are ours
+            f"THEN NULL ELSE {lookup[0]} END",
+        )
+        for i, lookup in near
+        if lookup is not None
+    ]
+    source = f"({candidates})"
+    if near_columns:
+        ctes.append(("cand", candidates, candidate_params))
+        ctes.append(("near", f"SELECT {_select(near_columns)}", [p for _, n in near if n for p in n[1]]))
+        source, candidate_params = "cand", []
     counts = [
         (f"dw{i}", f"count(*) FILTER (WHERE {_word_matched(query, i)}) OVER ()")
         for i in range(len(query.words))
@@ -416,7 +434,6 @@ def _find_statement(backend: Backend, query: RecallQuery, filters: Filters, limi
         [f"CASE WHEN {_word_matched(query, i)} THEN 1 ELSE 0 END" for i in range(len(query.words))]
         + [f"CASE WHEN c.p{j} THEN 1 ELSE 0 END" for j in range(len(query.phrases))]
     )
-    groups = _or([f"c.g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
     kept = ["id", "len", *(alias for alias, _ in columns), *(alias for alias, _ in counts), "total"]
     names = [*kept, *(alias for alias, _ in fields), *(f"item_{column}" for column in ITEM_COLUMNS)]
     # The fields each word is found in, and what a result shows, are read only for the candidates
@@ -426,11 +443,15 @@ def _find_statement(backend: Backend, query: RecallQuery, filters: Filters, limi
         f"SELECT {', '.join(outer)} FROM ("  # noqa: S608 - fragments are ours, values bound
         f"SELECT c.*, {_select(counts)}, ({coverage}) AS coverage, "
         f"(SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s) AS total "
-        f"FROM ({candidates}) c "
+        f"FROM {source} c "
         f"WHERE {groups} ORDER BY coverage DESC, c.id DESC LIMIT %s"
         f") m JOIN {ITEM_TABLE} i ON i.id = m.id{backend.join()}"
     )
     params = [*field_params, filters.namespace, *candidate_params, limit]
+    if near_columns:
+        # One row of near words even when no item matched: the candidates join it.
+        sql = f"SELECT near.*, f.* FROM near LEFT JOIN ({sql}) f ON true"  # noqa: S608 - fragments are ours
+        names = [*(alias for alias, _ in near_columns), *names]
     sql, params = backend.statement(sql, params, ctes=ctes)
     return sql, params, names
 
@@ -449,14 +470,25 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
     """Items in scope matching any word or phrase of the query (best-covered first, then newest),
     with per-word and per-phrase match counts over all of them and what a result shows of each.
     Prefixes and compound parts add their items only while the words and phrases as written match
-    fewer than `limit` items."""
+    fewer than `limit` items. On PostgreSQL the same statement looks up, for each word with a typo
+    budget that no candidate matched, the words items hold that it may mean (`Found.near`)."""
     backend = get_backend()
     sql, params, names = _compiled(backend, _find_statement, query, filters, limit)
     rows = backend.fetch(sql, params)
     df = {f"w{i}": 0 for i in range(len(query.words))} | {f"p{j}": 0 for j in range(len(query.phrases))}
-    if not rows:
-        return Found([], df, None, {})
     at = {name: n for n, name in enumerate(names)}
+    near: dict[int, list[str]] | None = None
+    if rows and names[0].startswith("near"):
+        first = rows[0]
+        near = {
+            i: near_words(query, i, first[at[f"near{i}"]] or [])
+            for i in range(len(query.words))
+            if f"near{i}" in at
+        }
+        if first[at["id"]] is None:  # no candidate: the one row holds only the near words
+            rows = []
+    if not rows:
+        return Found([], df, None, {}, near)
     first = rows[0]
     df = {key: int(first[at[f"d{key}"]]) for key in df}
     read = _reader(query, names)
@@ -466,6 +498,7 @@ def find(query: RecallQuery, filters: Filters, *, limit: int = CANDIDATES) -> Fo
         df,
         int(first[at["total"]] or 0),
         {int(row[item_at]): row[item_at:] for row in rows},
+        near,
     )
 
 
@@ -485,7 +518,7 @@ def _tolerant_statement(
         conditions = []
         if word.edits:
             conditions.append(
-                backend.similar(word.text, filters.namespace, None if near is None else near[i])
+                backend.similar(word.text, filters.namespace, None if near is None else near.get(i))
             )
         elif word.surface_prefix:  # a longer word begins the words it is similar to
             conditions.append(backend.contains(word.text, filters.namespace))
@@ -513,23 +546,37 @@ def _tolerant_statement(
     return sql, params, [*names, "total"]
 
 
+def near_words(query: RecallQuery, i: int, found: list[str]) -> list[str]:
+    """The words of `found` that query word `i` may mean: within its typo budget or, typed last,
+    begun by it; words of its own stem are left out (no item in scope holds them, or the word would
+    have matched)."""
+    word = query.words[i]
+    return [
+        w
+        for w in found
+        if (within_edits(word.text, w, word.edits) or (word.surface_prefix and w.startswith(word.text)))
+        and stem(w) != word.stem
+    ]
+
+
 def find_tolerant(
-    query: RecallQuery, word_ids: list[int], filters: Filters, *, limit: int = TOLERANT_CANDIDATES
+    query: RecallQuery,
+    word_ids: list[int],
+    filters: Filters,
+    *,
+    near: dict[int, list[str]] | None = None,
+    limit: int = TOLERANT_CANDIDATES,
 ) -> list[TolerantRow]:
     """Items in scope that may hold a typo of the words `word_ids` or a word they begin (newest first),
-    with their text: the caller checks each word of it. PostgreSQL looks the words within the typo
-    budget up among every word items hold (`memory_word`, by pg_trgm word similarity of at least
-    `TRIGRAM_THRESHOLD`, checked by edit distance) and reads the items holding their stems; SQLite
-    reads the items sharing the most trigrams with the word. Both also read the items containing a
-    word typed last that has no typo budget."""
+    with their text: the caller checks each word of it. On PostgreSQL `near` holds the words within
+    each word's typo budget that items hold (`Found.near`), and the items holding their stems are
+    read; SQLite (no `near`) reads the items sharing the most trigrams with the word. Both also read
+    the items containing a word typed last that has no typo budget."""
     backend = get_backend()
     typo = [i for i in word_ids if query.words[i].edits]
-    if typo:
-        backend.ready_similar()
-    near = backend.near_words(query, typo) if typo else None
     if near is None:
         sql, params, names = _compiled(backend, _tolerant_statement, query, filters, limit, tuple(word_ids))
-    elif len(typo) == len(word_ids) and not any(near.values()):
+    elif len(typo) == len(word_ids) and not any(near.get(i) for i in typo):
         return []  # no item anywhere holds a word these may be typos of
     else:  # the near words are values of this query only: no statement to reuse
         sql, params, names = _tolerant_statement(backend, query, filters, limit, tuple(word_ids), near)
@@ -679,9 +726,6 @@ def padded_trigrams(word: str) -> list[str]:
 # An entry being pruned as a quoted tsquery lexeme: quotes (39) and backslashes (92) doubled.
 _PG_QUOTED_ENTRY = "(chr(39) || replace(replace(b.entry, chr(92), chr(92) || chr(92)), chr(39), chr(39) || chr(39)) || chr(39))"
 
-# The connections whose session already has `pg_trgm.word_similarity_threshold` set.
-_similarity_set: weakref.WeakSet[Any] = weakref.WeakSet()
-
 
 class PostgresBackend:
     """Every tsquery of a statement is parsed once, in a one-row `q` it joins: written inline, a
@@ -748,43 +792,11 @@ class PostgresBackend:
         )
         return sql, [*prefixes, " ".join(written)]
 
-    def ready_similar(self) -> None:
-        """Sets the word similarity `similar` asks for, once per connection where it lasts."""
-        connection.ensure_connection()
-        raw = connection.connection
-        if raw in _similarity_set:
-            return
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT set_config('pg_trgm.word_similarity_threshold', %s, false)", [str(TRIGRAM_THRESHOLD)]
-            )
-        # Set inside a transaction, a rollback would undo it: only a committed setting is remembered.
-        if connection.get_autocommit() and not connection.in_atomic_block:
-            _similarity_set.add(raw)
-
-    def near_words(self, query: RecallQuery, word_ids: list[int]) -> dict[int, list[str]]:
-        """Per word of `word_ids`, the words items hold that are within its typo budget or, for the
-        word typed last, begin with it; words of its own stem are left out (no item in scope holds
-        them, or the word would not be here). One statement: trigram candidates from `memory_word`
-        of about the word's length, checked by edit distance here."""
-        selects, params = [], []
-        for i in word_ids:
-            word = query.words[i]
-            selects.append(
-                f"SELECT %s AS n, w.word FROM {WORD_TABLE} w WHERE %s <%% w.word "  # noqa: S608 - our table, values bound
-                "AND (length(w.word) BETWEEN %s AND %s OR (%s AND starts_with(w.word, %s)))"
-            )
-            size = len(word.text)
-            params += [i, word.text, size - word.edits, size + word.edits, word.surface_prefix, word.text]
-        near: dict[int, list[str]] = {i: [] for i in word_ids}
-        for i, found in hot_fetchall(" UNION ALL ".join(selects), params):
-            word = query.words[i]
-            if (
-                within_edits(word.text, found, word.edits)
-                or (word.surface_prefix and found.startswith(word.text))
-            ) and stem(found) != word.stem:
-                near[i].append(found)
-        return near
+    def near(self, word: QueryWord) -> tuple[str, list[Any]]:
+        """The words items hold that `word` may be a typo of (pg_trgm word similarity of at least
+        `TRIGRAM_THRESHOLD`, about its length) or, typed last, may begin: `near_words` keeps those
+        within its typo budget."""
+        return "memory_near_words(%s, %s, %s)", [word.text, word.edits, word.surface_prefix]
 
     def similar(self, word: str, namespace: str, near: list[str] | None) -> tuple[str, list[Any]]:
         # The items holding a near word hold its stem: the (namespace, search) index finds them.
@@ -939,10 +951,7 @@ class SqliteBackend:
         # The prefix lookup above reads the stems' own table: nothing to skip.
         return "(1 = 1)", []
 
-    def ready_similar(self) -> None:
-        pass
-
-    def near_words(self, query: RecallQuery, word_ids: list[int]) -> None:
+    def near(self, word: QueryWord) -> None:
         # SQLite keeps no table of words: the trigram index answers for the items themselves.
         return None
 

@@ -526,18 +526,17 @@ def _statements(run: Any) -> tuple[Any, list[str]]:
 
     with CaptureQueriesContext(connection) as captured:
         result = run()
-    # Inside a transaction PostgreSQL sets the similarity threshold again: a rollback would undo it.
-    return result, [q["sql"] for q in captured.captured_queries if "set_config" not in q["sql"]]
+    return result, [q["sql"] for q in captured.captured_queries]
 
 
-def test_a_misspelled_word_takes_more_statements_for_its_typo_candidates(scope):
+def test_a_misspelled_word_takes_a_second_statement_for_its_typo_candidates(scope):
     ids = load_items(scope)
 
     page, statements = _statements(lambda: selectors.memory_recall(scope=scope, query="bisquit"))
 
-    # PostgreSQL looks the near words up first ("biscuit"), then reads the items holding them;
-    # SQLite reads the items sharing trigrams with the word.
-    assert len(statements) == (3 if connection.vendor == "postgresql" else 2)
+    # PostgreSQL's candidate statement also looks up the words "bisquit" may mean ("biscuit"), then
+    # the items holding them are read; SQLite reads the items sharing trigrams with the word.
+    assert len(statements) == 2
     assert [i["id"] for i in page.items] == [ids["dog"]]
     assert page.items[0]["title"] == next(spec["title"] for spec in ITEMS if spec["key"] == "dog")
 
@@ -553,26 +552,48 @@ def test_a_word_no_item_anywhere_is_near_skips_reading_items_for_typos(scope, ow
     # none is in this one.
     page, statements = _statements(lambda: selectors.memory_recall(scope=scope, query="zyxwut"))
     assert page.items == []
-    assert len(statements) == 3
+    assert len(statements) == 2
 
     page, statements = _statements(lambda: selectors.memory_recall(scope=scope, query="qqqqqqq"))
     assert page.items == []
-    assert len(statements) == 2  # the words written, then the near words: none
+    assert len(statements) == 1  # the words written and the words near them: none
+
+
+@pytest.mark.postgres
+def test_the_candidate_statement_looks_up_near_words_only_for_words_nothing_matched(scope):
+    from memory.search import Filters, analyze, backends
+
+    load_items(scope)
+    filters = Filters(namespace=scope.namespace, now=timezone.now())
+
+    found = backends.find(analyze("espresso bisquit"), filters)
+    assert found.candidates
+    assert found.near == {0: [], 1: ["biscuit"]}  # "espresso" matched: nothing is looked up for it
+
+    found = backends.find(analyze("bisquit"), filters)
+    assert (found.candidates, found.total, found.items) == ([], None, {})
+    assert found.near == {0: ["biscuit"]}  # no candidate, and still the near words
+
+    found = backends.find(analyze("tea"), filters)  # a word too short for typos: no lookup at all
+    assert found.near is None
 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_outside_a_transaction_the_similarity_threshold_is_set_once_per_connection(
-    scope, django_assert_num_queries
-):
+def test_the_typo_lookup_carries_its_own_similarity_threshold(scope, django_assert_num_queries):
+    from memory.search.backends import TRIGRAM_THRESHOLD
+
     ids = load_items(scope)
     connection.close()
-    assert [i["id"] for i in selectors.memory_recall(scope=scope, query="bisquit").items] == [ids["dog"]]
-
-    with django_assert_num_queries(3):  # the words written, the near words, the items holding them
+    with django_assert_num_queries(2):  # on a new connection too: no setting is needed first
         page = selectors.memory_recall(scope=scope, query="expresso")
 
     assert [i["id"] for i in page.items] == [ids["espresso_title"], ids["espresso_content"]]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('pg_trgm.word_similarity_threshold', true)")
+        assert cursor.fetchone()[0] in (None, "", "0.6")  # the session's own setting is untouched
+        cursor.execute("SELECT proconfig FROM pg_proc WHERE proname = 'memory_near_words'")
+        assert cursor.fetchone()[0] == [f"pg_trgm.word_similarity_threshold={TRIGRAM_THRESHOLD}"]
 
 
 @pytest.mark.parametrize(
