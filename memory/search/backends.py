@@ -411,20 +411,18 @@ def _find_statement(backend: Backend, query: RecallQuery, filters: Filters, limi
     groups = _or([f"c.g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
     near = [(i, backend.near(word)) for i, word in enumerate(query.words) if word.edits]
     near_columns = [
-        # Only a word that no candidate matches looks for the words it may be a typo of.
+        # A word that an item holding the words as written matches looks nothing up (the widened
+        # candidates are not waited for: a word only they match looks up words it does not need).
         (
             f"near{i}",
-            f"CASE WHEN EXISTS (SELECT 1 FROM cand c WHERE {groups} AND {_word_matched(query, i)}) "  # noqa: S608 - fragments are ours
+            f"CASE WHEN EXISTS (SELECT 1 FROM written c WHERE {groups} AND {_word_matched(query, i)}) "  # noqa: S608 - fragments are ours
             f"THEN NULL ELSE {lookup[0]} END",
         )
         for i, lookup in near
         if lookup is not None
     ]
-    source = f"({candidates})"
     if near_columns:
-        ctes.append(("cand", candidates, candidate_params))
         ctes.append(("near", f"SELECT {_select(near_columns)}", [p for _, n in near if n for p in n[1]]))
-        source, candidate_params = "cand", []
     counts = [
         (f"dw{i}", f"count(*) FILTER (WHERE {_word_matched(query, i)}) OVER ()")
         for i in range(len(query.words))
@@ -443,7 +441,7 @@ def _find_statement(backend: Backend, query: RecallQuery, filters: Filters, limi
         f"SELECT {', '.join(outer)} FROM ("  # noqa: S608 - fragments are ours, values bound
         f"SELECT c.*, {_select(counts)}, ({coverage}) AS coverage, "
         f"(SELECT item_count FROM {NAMESPACE_TABLE} WHERE id = %s) AS total "
-        f"FROM {source} c "
+        f"FROM ({candidates}) c "
         f"WHERE {groups} ORDER BY coverage DESC, c.id DESC LIMIT %s"
         f") m JOIN {ITEM_TABLE} i ON i.id = m.id{backend.join()}"
     )

@@ -15,6 +15,11 @@ When something observes queries (``DEBUG`` query logging, ``CaptureQueriesContex
 it skips that layer, whose cost per call is in docs/benchmarks.md. Errors are translated to Django's
 exceptions either way.
 
+A prepared statement is planned for its values for its first five runs before PostgreSQL settles on
+a plan for any values; recall's statements cost more to plan than to run, and a connection runs many
+shapes of them, so `plan_once_per_connection` has a new connection use the generic plan from the
+first run (``plan_cache_mode``). It only changes prepared statements: the ORM's never are.
+
 Turn ``OPENCOMPANY_DB_PREPARE`` off behind a pooler that cannot keep prepared statements per client
 (PgBouncer in transaction mode before 1.21, or without ``max_prepared_statements``).
 """
@@ -66,6 +71,15 @@ def _run[T](sql: str, params: Params, fetch: Callable[[Any], T]) -> T:
     with connection.wrap_database_errors, cursor:
         cursor.execute(sql, params)
         return fetch(cursor)
+
+
+def plan_once_per_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """`connection_created` receiver: on PostgreSQL, with preparing on, the session's prepared
+    statements (and PL/pgSQL's) are planned once, for any values. Sent on the raw connection, so
+    nothing that counts queries sees it, and outside any transaction (Django connects in autocommit)."""
+    if connection.vendor != "postgresql" or not settings.OPENCOMPANY_DB_PREPARE:
+        return
+    connection.connection.execute("SET plan_cache_mode = force_generic_plan")
 
 
 def hot_fetchone(sql: str, params: Params) -> tuple[Any, ...] | None:

@@ -129,6 +129,34 @@ def test_prepare_off_prepares_nothing(settings):
     assert connection.connection.prepare_threshold is None
 
 
+def _plan_cache_mode() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        return str(cursor.fetchone()[0])
+
+
+def test_a_prepared_statement_is_planned_once_for_any_values():
+    connection.close()
+    for n in range(8):
+        hot_fetchone(_PROBE, {"n": n})
+
+    assert _plan_cache_mode() == "force_generic_plan"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%hot_probe%"],
+        )
+        assert cursor.fetchall() == [(8, 0)]  # never planned for its values
+
+
+def test_prepare_off_leaves_planning_as_postgresql_chooses(settings):
+    settings.OPENCOMPANY_DB_PREPARE = False
+    connection.close()
+    connection.ensure_connection()
+
+    assert _plan_cache_mode() == "auto"
+
+
 def test_errors_are_django_errors(workflow):
     with pytest.raises(IntegrityError):
         hot_fetchone(
