@@ -13,8 +13,9 @@ answers the same three questions, and `memory.search.scoring` ranks the answers 
 - `recent`: the most recently updated items, for a query without searchable words.
 
 `find` and `find_tolerant` also read what a result shows of each item (`ITEM_COLUMNS`), so a recall
-takes one statement; a word that takes the typo pass adds one on SQLite, one or two on PostgreSQL
-(its near words, then, when there are any, the items holding them).
+takes one statement; a word that takes the typo pass adds one for the items that may hold its typo
+(on PostgreSQL the first statement has looked its near words up, and none is added when no word
+anywhere is near).
 
 PostgreSQL: a stored generated `tsvector` (`search`, text search configuration `memory_porter`:
 Porter stems of every word, punctuation read as spaces) with a GIN index over `(namespace, search)`,
@@ -409,7 +410,9 @@ def _find_statement(backend: Backend, query: RecallQuery, filters: Filters, limi
         candidates += f" UNION {select}{widening_sql} AND (SELECT count(*) FROM written) < %s AND {gate}"  # noqa: S608
         candidate_params = [*column_params, *where_params, *widening_params, limit, *gate_params]
     groups = _or([f"c.g{k}" for k in range(len(query.groups))]) if query.strict else "(1 = 1)"
-    near = [(i, backend.near(word)) for i, word in enumerate(query.words) if word.edits]
+    near = [
+        (i, lookup) for i, word in enumerate(query.words) if word.edits and (lookup := backend.near(word))
+    ]
     near_columns = [
         # A word that an item holding the words as written matches looks nothing up (the widened
         # candidates are not waited for: a word only they match looks up words it does not need).
@@ -419,10 +422,11 @@ def _find_statement(backend: Backend, query: RecallQuery, filters: Filters, limi
             f"THEN NULL ELSE {lookup[0]} END",
         )
         for i, lookup in near
-        if lookup is not None
     ]
     if near_columns:
-        ctes.append(("near", f"SELECT {_select(near_columns)}", [p for _, n in near if n for p in n[1]]))
+        ctes.append(
+            ("near", f"SELECT {_select(near_columns)}", [p for _, (_, params) in near for p in params])
+        )
     counts = [
         (f"dw{i}", f"count(*) FILTER (WHERE {_word_matched(query, i)}) OVER ()")
         for i in range(len(query.words))
