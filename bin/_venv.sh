@@ -1,4 +1,6 @@
-# Sourced by bin/run and bin/test: find Python 3.13, create .venv, install when pyproject.toml changed.
+# Sourced by bin/run and bin/test: find Python 3.13, create .venv, install the lock when it changed.
+# The ranges in pyproject.toml are the policy; requirements/*.lock (bin/lock writes them) pin every
+# package with its hashes, so every clone installs the same tree (docs/operations.md, "Dependencies").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 find_python() {
@@ -11,21 +13,38 @@ find_python() {
   echo "Python 3.13 is required (set PYTHON=/path/to/python3.13)." >&2
   return 1
 }
-ensure_venv() {  # $1: extras, e.g. "dev" or ""
-  local extras="$1" spec="." stamp want
-  [ -n "$extras" ] && spec=".[$extras]"
+lock_stamp() {  # $1: lock file; the marker an install of exactly that lock leaves in .venv
+  echo ".venv/.installed-$(sha256sum "$1" | cut -c1-16)"
+}
+ensure_venv() {  # $1: "dev" (app, dev tools and benchmarks) or "app"
+  local lock="requirements/$1.lock" stamp
   if [ ! -x .venv/bin/python ]; then
     "$(find_python)" -m venv .venv
   fi
-  want="$( (cat pyproject.toml; echo "$extras") | sha256sum | cut -c1-16)"
-  stamp=".venv/.installed-${want}"
-  # An install with the dev extras holds everything the app needs: bin/run uses it as it is.
-  if [ -z "$extras" ] && [ -f ".venv/.installed-$( (cat pyproject.toml; echo dev) | sha256sum | cut -c1-16)" ]; then
+  stamp="$(lock_stamp "$lock")"
+  # The dev lock holds the app lock's exact pins and more: bin/run uses a dev install as it is.
+  if [ "$1" = "app" ] && [ -f "$(lock_stamp requirements/dev.lock)" ]; then
     return 0
   fi
   if [ ! -f "$stamp" ]; then
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec"
+    echo "Installing $lock into .venv ..." >&2
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r "$lock"
+    # Packages a previous lock brought and this one does not list are removed, so .venv is the lock.
+    local strays
+    strays="$(.venv/bin/python - "$lock" <<'PY'
+import re, sys
+from importlib import metadata
+norm = lambda name: re.sub(r"[-_.]+", "-", name).lower()
+locked = {norm(m.group(1)) for m in re.finditer(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", open(sys.argv[1]).read(), re.M)}
+keep = locked | {"pip"}
+print(" ".join(sorted({d.metadata["Name"] for d in metadata.distributions() if norm(d.metadata["Name"]) not in keep})))
+PY
+)"
+    if [ -n "$strays" ]; then
+      # shellcheck disable=SC2086  # names, one per word
+      .venv/bin/python -m pip uninstall --quiet --disable-pip-version-check -y $strays
+    fi
+    .venv/bin/python -m pip check --disable-pip-version-check >/dev/null
     rm -f .venv/.installed-*; touch "$stamp"
   fi
 }

@@ -3,6 +3,10 @@
 Markers: `postgres` (deselected on SQLite), `redis` (deselected without REDIS_URL unless CI=true),
 `e2e` (Chromium; run in the PostgreSQL pass). With CI=true nothing may be skipped: a skipped test fails
 the session, so a missing service or browser cannot pass silently.
+
+`OPENCOMPANY_TEST_PASS=database` keeps only the tests that touch a database (a `django_db` marker, a
+database fixture, or a Django test case with databases): CI's second pass runs those, since a test that
+touches no database would only repeat what the first pass proved.
 """
 
 from __future__ import annotations
@@ -27,9 +31,25 @@ def _is_postgres() -> bool:
     return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
 
 
+_DATABASE_FREE = pytest.StashKey[int]()
+
+
+def needs_database(item: pytest.Item) -> bool:
+    """Whether the test may touch a database; pytest-django refuses database access to every other test,
+    so a test this answers False for cannot depend on which database the pass runs on."""
+    if item.get_closest_marker("django_db") is not None:
+        return True
+    if "_django_db_helper" in getattr(item, "fixturenames", ()):
+        return True
+    cls = getattr(item, "cls", None)
+    return bool(cls is not None and getattr(cls, "databases", None))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
+    database_free: list[pytest.Item] = []
+    database_pass = os.environ.get("OPENCOMPANY_TEST_PASS", "all") == "database"
     on_pg = _is_postgres()
     has_redis = bool(os.environ.get("REDIS_URL"))
     e2e_pass = os.environ.get("OPENCOMPANY_E2E", "1" if on_pg else "0") == "1"
@@ -41,11 +61,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         needs_e2e = item.get_closest_marker("e2e") is not None and not e2e_pass
         if (needs_pg and not on_pg) or needs_redis or needs_e2e:
             dropped.append(item)
+        elif database_pass and not needs_database(item):
+            database_free.append(item)
         else:
             keep.append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
+    if database_free:
+        config.stash[_DATABASE_FREE] = len(database_free)
+    if dropped or database_free:
+        config.hook.pytest_deselected(items=dropped + database_free)
         items[:] = keep
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    count = config.stash.get(_DATABASE_FREE, 0)
+    if not count:
+        return None
+    return f"{count} database-free test(s) deselected: they run in the pass that runs every test"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -44,7 +44,7 @@ def process_env(**extra: Any) -> dict[str, str]:
             "DEBUG": "0",
             "SECURE_COOKIES": "0",  # served over plain HTTP on loopback
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "DJANGO_SETTINGS_MODULE": "opencompany.settings",
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
             "PYTHONUNBUFFERED": "1",
         }
     )

@@ -188,7 +188,8 @@ class JSONInput(serializers.Serializer):
             super().to_internal_value({k: v for k, v in data.items() if k not in problems})
         except serializers.ValidationError as exc:
             if isinstance(exc.detail, dict):
-                problems = {**exc.detail, **problems}
+                # Field errors are keyed by field name; the mapping's key type admits ints for list fields.
+                problems = {**{str(name): detail for name, detail in exc.detail.items()}, **problems}
         raise serializers.ValidationError(problems)
 
 

@@ -47,7 +47,7 @@ def _free_port() -> int:
 
 def test_bin_run_on_a_busy_port_exits_1_with_a_clear_message(tmp_path: Path, busy_port: int) -> None:
     # bin/run takes the .venv bin/test made as it is (no install); make sure this test cannot cause one.
-    digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes() + b"dev\n").hexdigest()[:16]
+    digest = hashlib.sha256((REPO / "requirements" / "dev.lock").read_bytes()).hexdigest()[:16]
     if not (REPO / ".venv" / f".installed-{digest}").exists():
         pytest.fail("bin/run would install: create .venv with bin/test first")
 

@@ -81,7 +81,7 @@ class LiveServer:
                 "SECURE_COOKIES": "0",  # served over plain HTTP on loopback
                 "SECRET_KEY": "e2e-secret-key-not-for-production-0123456789",
                 "ALLOWED_HOSTS": "127.0.0.1",
-                "DJANGO_SETTINGS_MODULE": "opencompany.settings",
+                "DJANGO_SETTINGS_MODULE": "tests.settings",
                 "LOG_LEVEL": "WARNING",
             }
         )
