@@ -14,7 +14,7 @@ from conversations.models import AgentConversation, ConversationMessage, Provide
 from conversations.store import PRESSURE_COLUMNS, conversation_store
 from conversations.types import ConversationCursor, ConversationKey, NotesState
 from opencompany.core.errors import ApplicationError
-from opencompany.llm.fidelity import turn_fidelity
+from opencompany.llm.fidelity import lowest, turn_fidelity
 
 logger = logging.getLogger(__name__)
 
@@ -169,25 +169,35 @@ _FIDELITY_SCAN = 16
 
 
 def conversation_fidelity(*, key: ConversationKey) -> dict[str, Any] | None:
-    """`{runtime, fidelity, epoch}` of the latest assistant turn (None when there is none): the runtime
-    the conversation is on and what its stored state keeps. Reads newest first, a few rows at a time
-    (the latest turn is almost always among the last few messages)."""
+    """The conversation's badge (None when it holds no assistant turn): `runtime` and `epoch` of the
+    latest assistant turn — the runtime the conversation is on — and `fidelity`, the lowest among the
+    assistant turns it still holds, since the next request carries them all. The latest turn is read
+    newest first, a few rows at a time; the fidelities are read as one distinct list of a JSON key."""
     rows = ConversationMessage.objects.filter(
         conversation__workflow_id=key.workflow_id,
         conversation__generation=key.generation,
         conversation__agent_node_id=key.agent_node_id,
-    ).order_by("-seq")
+    )
+    newest = rows.order_by("-seq")
     before: int | None = None
-    while True:
-        page = rows if before is None else rows.filter(seq__lt=before)
+    latest: dict[str, Any] | None = None
+    while latest is None:
+        page = newest if before is None else newest.filter(seq__lt=before)
         batch = list(page.values_list("seq", "wire")[:_FIDELITY_SCAN])
         for _, wire in batch:
-            found = turn_fidelity(wire) if isinstance(wire, dict) else None
-            if found is not None:
-                return found
-        if len(batch) < _FIDELITY_SCAN:
+            latest = turn_fidelity(wire) if isinstance(wire, dict) else None
+            if latest is not None:
+                break
+        if latest is None and len(batch) < _FIDELITY_SCAN:
             return None
-        before = batch[-1][0]
+        before = batch[-1][0] if batch else None
+    held = (
+        rows.filter(wire__role="assistant")
+        .order_by()
+        .values_list("wire__metadata__fidelity", flat=True)
+        .distinct()
+    )
+    return {**latest, "fidelity": lowest(held)}
 
 
 def notes_read(*, key: ConversationKey) -> NotesState:

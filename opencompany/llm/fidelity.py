@@ -18,7 +18,7 @@ Pure: no I/O, no Django.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,6 +29,8 @@ PROVIDER_REPLAYABLE: Fidelity = "provider_replayable"
 PORTABLE: Fidelity = "portable"
 OBSERVABLE: Fidelity = "observable"
 FIDELITIES: tuple[Fidelity, ...] = (PROVIDER_REPLAYABLE, PORTABLE, OBSERVABLE)
+# Lowest first: how much of a provider's continuation state a label promises is kept.
+_RANK = {OBSERVABLE: 0, PORTABLE: 1, PROVIDER_REPLAYABLE: 2}
 
 # Block kinds that carry one provider's continuation state and mean nothing to another.
 OPAQUE_KINDS = frozenset({"thinking", "redacted_thinking", "reasoning", "provider_block"})
@@ -67,6 +69,33 @@ def runtime_of(message: Mapping[str, Any]) -> str | None:
 def replays_opaque_state(message: Mapping[str, Any], runtime: str) -> bool:
     """Whether ``runtime`` may receive the opaque blocks and provider fields of this assistant turn."""
     return runtime_of(message) == runtime
+
+
+def lowest(fidelities: Iterable[str | None]) -> Fidelity | None:
+    """The lowest of the known fidelities given (None when none is known)."""
+    known = [f for f in fidelities if f in _RANK]
+    return min(known, key=_RANK.__getitem__) if known else None  # type: ignore[return-value]
+
+
+def carried_fidelity(
+    messages: Sequence[Mapping[str, Any]],
+    runtime: str,
+    declared: Fidelity,
+    *,
+    sent: Callable[[Mapping[str, Any]], bool] | None = None,
+) -> Fidelity:
+    """The fidelity of what a request to ``runtime`` carries: the lowest of the runtime's declared
+    fidelity and of every assistant turn it sends. A turn of ``runtime`` carries its stored fidelity; a
+    turn of another runtime goes in its portable form. ``sent`` leaves out turns the request omits."""
+    found: list[str | None] = [declared]
+    for message in messages:
+        if message.get("role") != "assistant" or (sent is not None and not sent(message)):
+            continue
+        if runtime_of(message) == runtime:
+            found.append((message.get("metadata") or {}).get("fidelity") or PORTABLE)
+        else:
+            found.append(PORTABLE)
+    return lowest(found) or declared
 
 
 def epoch_of(message: Mapping[str, Any]) -> int:

@@ -354,7 +354,13 @@ async def _run_tool(
     spec = tools.get(name)
     result: Any
     # A call kept raw is answered as such first: a malformed call may not even name its tool.
-    if "raw_arguments" in call:
+    if call.get("cut_off"):
+        result = tool_error(
+            "call_cut_off",
+            f"This call was not run: {call.get('parse_error')}. Make the call again, with shorter "
+            "arguments if they were long.",
+        )
+    elif "raw_arguments" in call:
         result = tool_error(
             "invalid_arguments",
             f"The arguments were not valid ({call.get('parse_error')}). "
@@ -460,13 +466,16 @@ async def run_agent_loop(
             )
             raise _PersistFailed from exc
 
-    async def record(
-        kind: str, status: str, sent: Request, usage: Usage | None, completed: Message | None = None
-    ) -> None:
+    carried = getattr(provider, "request_fidelity", None)
+
+    async def record(kind: str, status: str, sent: Request, usage: Usage | None) -> None:
         if record_call is None:
             return
         measure = adapter.measure_active_context(sent, reported=usage.input_tokens if usage else None)
-        metadata = (completed or {}).get("metadata") or {}
+        # What the request carried, known before the answer: a failed call is labelled too.
+        fidelity = ""
+        if kind == "step":
+            fidelity = carried(sent) if carried is not None else str(getattr(provider, "fidelity", ""))
         await commit(
             record_call(
                 CallRecord(
@@ -484,8 +493,8 @@ async def run_agent_loop(
                     pressure_estimated=measure.estimated,
                     output_headroom=sent.settings.max_output_tokens,
                     context_window=window,
-                    runtime=str(metadata.get("runtime") or ""),
-                    fidelity=str(metadata.get("fidelity") or ""),
+                    runtime=runtime_name,
+                    fidelity=fidelity,
                 )
             )
         )
@@ -611,9 +620,10 @@ async def run_agent_loop(
                 return result
 
             message = streamed.message
-            await record("step", "ok", sent, streamed.usage, message)
+            await record("step", "ok", sent, streamed.usage)
             calls = tool_calls_of(message)
-            if not calls:
+            # A refused answer ends the run as it is: its calls are not run.
+            if not calls or (message.get("metadata") or {}).get("refusal"):
                 await commit(sink.final(message, result.usage))
                 messages.append(message)
                 result.final_message = message

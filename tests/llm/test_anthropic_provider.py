@@ -227,10 +227,16 @@ async def test_signed_thinking_is_replayed_byte_identically_on_the_next_request(
 async def test_malformed_streamed_tool_input_is_kept_raw_and_the_model_gets_an_error_result(loopback):
     def replayed(received: Received) -> Reply:
         assistant, results = received.body["messages"][1:3]
-        assert assistant["content"] == [{"type": "tool_use", "id": "toolu_9", "name": "memory", "input": {}}]
-        assert results["content"][0]["tool_use_id"] == "toolu_9"
-        assert results["content"][0]["is_error"] is True
-        assert '"invalid_arguments"' in results["content"][0]["content"]
+        # The API takes only an object as input: the malformed call and its result go back as text.
+        assert assistant["content"] == [
+            {
+                "type": "text",
+                "text": '[a call of memory was malformed: {"operation": "remember", "content": ]',
+            }
+        ]
+        assert results["content"][0]["type"] == "text"
+        assert results["content"][0]["text"].startswith("[result of that call: ")
+        assert '"invalid_arguments"' in results["content"][0]["text"]
         return Reply(sse=_text_turn("Sorry."))
 
     broken = anthropic_sse(
@@ -293,14 +299,14 @@ async def test_consecutive_tool_results_merge_into_one_user_message(loopback):
             "role": "assistant",
             "content": [
                 {"type": "tool_use", "id": "t1", "name": "memory", "input": {"operation": "list"}},
-                {"type": "tool_use", "id": "t2", "name": "memory", "input": {}},
+                {"type": "text", "text": "[a call of memory was malformed: {bad]"},
             ],
         },
         {
             "role": "user",
             "content": [
                 {"type": "tool_result", "tool_use_id": "t1", "content": "one"},
-                {"type": "tool_result", "tool_use_id": "t2", "content": "bad args", "is_error": True},
+                {"type": "text", "text": "[result of that call: bad args]"},
                 {"type": "text", "text": "and then?", "cache_control": {"type": "ephemeral"}},
             ],
         },

@@ -92,7 +92,9 @@ async def _collect(provider, request):
 def _thinking_tool_message(call_id):
     return make_assistant(
         [
-            {"type": "thinking", "thinking": THOUGHT, "thought_signature": _b64(THOUGHT_SIG)},
+            # The signed chunk stays its own block: its signature never moves onto the unsigned text.
+            {"type": "thinking", "thinking": THOUGHT[:20]},
+            {"type": "thinking", "thinking": THOUGHT[20:], "thought_signature": _b64(THOUGHT_SIG)},
             make_text("Saving that."),
             {
                 "type": "tool_call",
@@ -151,8 +153,9 @@ async def test_thought_signatures_are_replayed_byte_identically_on_the_next_requ
     def replayed(received: Received) -> Reply:
         contents = received.body["contents"]
         assert [c["role"] for c in contents] == ["user", "model", "user"]
-        thought, text, call = contents[1]["parts"]
-        assert (thought["text"], thought["thought"]) == (THOUGHT, True)
+        unsigned, thought, text, call = contents[1]["parts"]
+        assert unsigned == {"text": THOUGHT[:20], "thought": True}
+        assert (thought["text"], thought["thought"]) == (THOUGHT[20:], True)
         assert base64.urlsafe_b64decode(thought["thoughtSignature"]) == THOUGHT_SIG
         assert text == {"text": "Saving that."}
         assert call["functionCall"] == {"name": "memory", "args": {"operation": "remember", "content": "tea"}}
@@ -182,7 +185,7 @@ async def test_thought_signatures_are_replayed_byte_identically_on_the_next_requ
     assert loopback.failures == []
     assert result.status == "finished"
     assert sink.kinds == ["assistant", "tool_result", "final"]
-    call_id = sink.calls[0][1]["content"][2]["id"]
+    call_id = sink.calls[0][1]["content"][3]["id"]
     assert sink.calls[0][1] == _thinking_tool_message(call_id)
     assert sink.calls[1][1]["content"][0]["tool_call_id"] == call_id
     assert sink.calls[2][1] == make_assistant([make_text("I'll remember that you like tea.")], STAMP)

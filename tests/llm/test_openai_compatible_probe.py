@@ -62,16 +62,28 @@ async def _probe(loopback):
 
 
 async def test_a_server_that_supports_everything_passes_and_is_replayable(loopback):
-    loopback.replies.extend([_server(), _server()])
+    loopback.replies.extend([_server(), _server(), _server()])
 
     caps = await _probe(loopback)
 
     assert caps == CompatCapabilities(
-        tools=True, json_arguments=True, streaming_usage=True, parallel_tool_calls=True
+        tools=True, json_arguments=True, streaming_usage=True, parallel_tool_calls=True, continuation=True
     )
     assert caps.fidelity == "provider_replayable"
     assert loopback.failures == []
-    text, tools = (r.body for r in loopback.received)
+    text, tools, follow_up = (r.body for r in loopback.received)
+    assert follow_up["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": f"call_{i}", "type": "function", "function": {"name": "record_probe", "arguments": a}}
+                for i, a in enumerate(('{"value": "alpha"}', '{"value": "beta"}'))
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_0", "content": '{"recorded": true}'},
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"recorded": true}'},
+    ]
     assert text["stream_options"] == {"include_usage": True}
     assert "tools" not in text
     assert tools["parallel_tool_calls"] is True
@@ -80,18 +92,19 @@ async def test_a_server_that_supports_everything_passes_and_is_replayable(loopba
 
 async def test_a_server_refusing_stream_options_and_parallel_calls_is_asked_again_without_them(loopback):
     server = _server(usage=False, parallel=False)
-    loopback.replies.extend([server] * 4)
+    loopback.replies.extend([server] * 5)
 
     caps = await _probe(loopback)
 
     assert caps == CompatCapabilities(
-        tools=True, json_arguments=True, streaming_usage=False, parallel_tool_calls=False
+        tools=True, json_arguments=True, streaming_usage=False, parallel_tool_calls=False, continuation=True
     )
     assert caps.fidelity == "portable"
     assert [("stream_options" in r.body, "parallel_tool_calls" in r.body) for r in loopback.received] == [
         (True, False),
         (False, False),
         (False, True),
+        (False, False),
         (False, False),
     ]
 
@@ -108,7 +121,7 @@ async def test_a_server_refusing_tools_lacks_tools_and_json_arguments(loopback):
 
 
 async def test_a_tool_call_whose_arguments_are_not_a_json_object_fails_json_arguments(loopback):
-    loopback.replies.extend([_server(), _server(arguments=("value=alpha",))])
+    loopback.replies.extend([_server(), _server(arguments=("value=alpha",)), _server()])
 
     caps = await _probe(loopback)
 

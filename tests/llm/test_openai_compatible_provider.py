@@ -23,7 +23,9 @@ from .loopback import LoopbackServer, Reply, openai_sse
 SETTINGS = ModelSettings(
     provider="openai_compatible", model="gpt-test", max_output_tokens=256, context_window=100_000
 )
-VERIFIED = CompatCapabilities(tools=True, json_arguments=True, streaming_usage=True, parallel_tool_calls=True)
+VERIFIED = CompatCapabilities(
+    tools=True, json_arguments=True, streaming_usage=True, parallel_tool_calls=True, continuation=True
+)
 
 
 def _config(
@@ -146,8 +148,15 @@ async def test_tool_call_arguments_split_across_chunks_are_joined_by_index(loopb
             "id": "call_a",
             "name": "memory",
             "arguments": {"operation": "remember", "content": "tea"},
+            "provider_arguments": '{"operation": "remember", "content": "tea"}',
         },
-        {"type": "tool_call", "id": "call_b", "name": "memory", "arguments": {"operation": "list"}},
+        {
+            "type": "tool_call",
+            "id": "call_b",
+            "name": "memory",
+            "arguments": {"operation": "list"},
+            "provider_arguments": '{"operation": "list"}',
+        },
     ]
     assert events[-1].message["content"] == calls
     tools = loopback.received[0].body["tools"]
@@ -412,7 +421,7 @@ async def test_a_server_without_tools_gets_no_tools_and_tool_turns_as_text(loopb
     ]
 
 
-async def test_a_turn_whose_reasoning_was_streamed_but_cannot_be_sent_back_is_portable(loopback):
+async def test_a_turn_whose_reasoning_field_the_probe_did_not_verify_is_kept_and_portable(loopback):
     loopback.replies.append(
         Reply(
             sse=openai_sse(
@@ -431,7 +440,8 @@ async def test_a_turn_whose_reasoning_was_streamed_but_cannot_be_sent_back_is_po
 
     assert [e.text for e in events if isinstance(e, ThinkingDelta)] == ["Let me think."]
     assert events[-1].message == make_assistant(
-        [make_text("Four.")], {"runtime": "openai_compatible", "fidelity": "portable"}
+        [{"type": "reasoning", "field": "reasoning_content", "text": "Let me think."}, make_text("Four.")],
+        {"runtime": "openai_compatible", "fidelity": "portable"},
     )
 
 

@@ -6,19 +6,27 @@ adapter does not model (kept as ``{"type": "provider_block", "provider": "anthro
 — and replayed unchanged on the next request. Thinking, signatures and provider blocks reach Anthropic
 only from turns Anthropic wrote.
 
+A block whose input streams as ``input_json_delta`` keeps that input: a server tool use is kept whole
+with it. A tool use the answer's token limit cut off (no ``content_block_stop``) is kept as its raw text
+and marked ``cut_off``: the loop does not run it and answers it with an error, and it goes back as text,
+since the API takes only an object as input. A refusal (``stop_reason: "refusal"``) is stored with
+``metadata.refusal`` (its ``stop_details``); as Anthropic documents, the refused exchange — from the
+owner's message that led to it through the refusal — is left out of every later request.
+
 Extended thinking is on when the agent sets ``thinking_budget`` (at least 1,024 tokens, below
 ``max_output_tokens``, as the Messages API requires).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
 
-from ..fidelity import PROVIDER_REPLAYABLE, replays_opaque_state, stamp
+from ..fidelity import PORTABLE, PROVIDER_REPLAYABLE, carried_fidelity, replays_opaque_state, stamp
 from ..wire import Message, make_assistant, parse_tool_arguments, tool_result_of
 from .base import (
     PROVIDER_ERROR,
@@ -42,6 +50,36 @@ RUNTIME = "anthropic"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 PROVIDER_BLOCK = "provider_block"
 MIN_THINKING_BUDGET = 1024
+REFUSAL = "refusal"
+CUT_OFF = "the answer reached its output token limit (max_tokens) before this call's arguments were complete"
+
+
+def is_refusal(message: Message) -> bool:
+    """An Anthropic turn its streaming classifier refused."""
+    return replays_opaque_state(message, RUNTIME) and bool((message.get("metadata") or {}).get(REFUSAL))
+
+
+def _refused_exchanges(messages: list[Message]) -> set[int]:
+    """Indexes of the messages left out after refusals: each refused turn, back to (and with) the
+    owner's message that led to it, and the results answering its calls."""
+    skipped: set[int] = set()
+    for i, m in enumerate(messages):
+        if m.get("role") != "assistant" or not is_refusal(m):
+            continue
+        start = i
+        while start > 0 and messages[start].get("role") != "user":
+            start -= 1
+        skipped.update(range(start, i + 1))
+        end = i + 1
+        while end < len(messages) and messages[end].get("role") == "tool":
+            skipped.add(end)
+            end += 1
+    return skipped
+
+
+def _textual_call(block: dict[str, Any]) -> dict[str, Any]:
+    what = "was cut off" if block.get("cut_off") else "was malformed"
+    return {"type": "text", "text": f"[a call of {block['name']} {what}: {block.get('raw_arguments', '')}]"}
 
 
 def to_system(system_blocks: list[str]) -> list[dict[str, Any]]:
@@ -57,7 +95,7 @@ def to_system(system_blocks: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
+def _assistant_blocks(m: Message, textual: set[str]) -> list[dict[str, Any]]:
     own = replays_opaque_state(m, RUNTIME)
     out: list[dict[str, Any]] = []
     for b in m.get("content") or ():
@@ -74,22 +112,35 @@ def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
             out.append(block)
         elif kind == "redacted_thinking":
             out.append({"type": "redacted_thinking", "data": b["data"]})
+        elif kind == "tool_call" and "raw_arguments" in b:
+            # Input must be an object: a malformed or cut-off call goes back as the text it was.
+            textual.add(b["id"])
+            out.append(_textual_call(b))
         elif kind == "tool_call":
-            # A malformed call cannot be replayed as written (input must be an object); its error
-            # result tells the model what went wrong.
-            out.append(
-                {"type": "tool_use", "id": b["id"], "name": b["name"], "input": b.get("arguments") or {}}
-            )
-        elif kind == PROVIDER_BLOCK and b.get("provider") == "anthropic" and isinstance(b.get("block"), dict):
+            block = {"type": "tool_use", "id": b["id"], "name": b["name"], "input": b.get("arguments") or {}}
+            if own and isinstance(b.get("caller"), dict):
+                block["caller"] = b["caller"]
+            out.append(block)
+        elif (
+            kind == PROVIDER_BLOCK
+            and b.get("provider") == "anthropic"
+            and isinstance(b.get("block"), dict)
+            and not b.get("input_error")
+        ):
             out.append(b["block"])
     return out
 
 
 def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """MessageWire → Messages API turns: tool results ride user turns, and adjacent turns of the same
-    role are merged (so consecutive results become one user message, results first)."""
+    role are merged (so consecutive results become one user message, results first). Refused
+    exchanges are left out."""
     out: list[dict[str, Any]] = []
-    for m in messages:
+    textual: set[str] = set()
+    skipped = _refused_exchanges(messages)
+    for index, m in enumerate(messages):
+        if index in skipped:
+            continue
         role = m.get("role")
         blocks: list[dict[str, Any]]
         if role == "user":
@@ -100,11 +151,19 @@ def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
             ]
             api_role = "user"
         elif role == "assistant":
-            blocks = _assistant_blocks(m)
+            blocks = _assistant_blocks(m, textual)
             api_role = "assistant"
         elif role == "tool":
             result = tool_result_of(m)
             if result is None:
+                continue
+            if result["tool_call_id"] in textual:
+                text = f"[result of that call: {result.get('content', '')}]"
+                blocks, api_role = [{"type": "text", "text": text}], "user"
+                if out and out[-1]["role"] == api_role:
+                    out[-1]["content"].extend(blocks)
+                else:
+                    out.append({"role": api_role, "content": blocks})
                 continue
             block = {
                 "type": "tool_result",
@@ -185,6 +244,11 @@ class AnthropicProvider:
         self._base_url = base_url or DEFAULT_BASE_URL
         self._timeout_s = timeout_s
 
+    def request_fidelity(self, request: Request) -> Fidelity:
+        skipped = _refused_exchanges(request.messages)
+        kept = [m for i, m in enumerate(request.messages) if i not in skipped]
+        return carried_fidelity(kept, RUNTIME, self.fidelity)
+
     def _params(self, request: Request) -> dict[str, Any]:
         s = request.settings
         params: dict[str, Any] = {
@@ -209,6 +273,7 @@ class AnthropicProvider:
         slots: dict[int, dict[str, Any]] = {}
         input_tokens = cache_read = cache_write = output_tokens = 0
         stop_reason: str | None = None
+        stop_details: dict[str, Any] | None = None
         try:
             async with anthropic.AsyncAnthropic(
                 api_key=self._api_key, base_url=self._base_url, max_retries=0, timeout=self._timeout_s
@@ -250,6 +315,8 @@ class AnthropicProvider:
                             }
                         elif kind == "content_block_stop":
                             slot = slots.get(event.index)
+                            if slot is not None:
+                                slot["stopped"] = True
                             if slot is not None and slot["start"].get("type") == "tool_use":
                                 slot["block"] = self._tool_block(slot)
                                 yield ToolCallEvent(slot["block"])
@@ -262,6 +329,9 @@ class AnthropicProvider:
                         elif kind == "message_delta":
                             if event.delta.stop_reason:
                                 stop_reason = event.delta.stop_reason
+                            details = getattr(event.delta, "stop_details", None)
+                            if details is not None:
+                                stop_details = _dump(details)
                             u = event.usage
                             output_tokens = u.output_tokens or output_tokens
                             if u.input_tokens is not None:
@@ -276,23 +346,46 @@ class AnthropicProvider:
             logger.info("anthropic provider call failed: %s", type(exc).__name__)
             raise map_anthropic_error(exc) from exc
         blocks = [self._finish_block(slots[i]) for i in sorted(slots)]
+        for block in blocks:
+            if block is not None and block.get("cut_off"):
+                yield ToolCallEvent(block)
         yield usage_from(input_tokens, output_tokens, cache_read, cache_write)
         yield StopReason(stop_reason or "end_turn")
-        message = make_assistant([b for b in blocks if b is not None])
-        yield Completed(stamp(message, runtime=RUNTIME, fidelity=PROVIDER_REPLAYABLE))
+        metadata: dict[str, Any] = {}
+        if stop_reason == REFUSAL:
+            metadata[REFUSAL] = stop_details or {"type": REFUSAL}
+        message = make_assistant([b for b in blocks if b is not None], metadata)
+        # A server tool's input that did not parse cannot be sent back as the API wants it.
+        broken = any(b is not None and b.get("input_error") for b in blocks)
+        fidelity = PORTABLE if broken else PROVIDER_REPLAYABLE
+        yield Completed(stamp(message, runtime=RUNTIME, fidelity=fidelity))
 
     @staticmethod
     def _tool_block(slot: dict[str, Any]) -> dict[str, Any]:
         start = slot["start"]
         raw = "".join(slot["json"])
         if not raw and start.get("input"):
-            return {
+            block = {
                 "type": "tool_call",
                 "id": start["id"],
                 "name": start["name"],
                 "arguments": start["input"],
             }
-        return parse_tool_arguments(start["id"], start["name"], raw)
+        elif not slot.get("stopped"):
+            # Never closed: the answer ended (max_tokens) in the middle of the arguments.
+            block = {
+                "type": "tool_call",
+                "id": start["id"],
+                "name": start["name"],
+                "raw_arguments": raw,
+                "parse_error": CUT_OFF,
+                "cut_off": True,
+            }
+        else:
+            block = parse_tool_arguments(start["id"], start["name"], raw)
+        if isinstance(start.get("caller"), dict):
+            block["caller"] = start["caller"]
+        return block
 
     def _finish_block(self, slot: dict[str, Any]) -> dict[str, Any] | None:
         start = slot["start"]
@@ -321,4 +414,17 @@ class AnthropicProvider:
             return {"type": "redacted_thinking", "data": start.get("data", "")}
         if kind == "tool_use":
             return slot.get("block") or self._tool_block(slot)
+        raw = "".join(slot["json"])
+        if raw:
+            # Streamed input (a server tool use): the block is whole only with it.
+            try:
+                start = {**start, "input": json.loads(raw)}
+            except ValueError:
+                return {
+                    "type": PROVIDER_BLOCK,
+                    "provider": "anthropic",
+                    "block": start,
+                    "partial_json": raw,
+                    "input_error": "the streamed input is not valid JSON",
+                }
         return {"type": PROVIDER_BLOCK, "provider": "anthropic", "block": start}

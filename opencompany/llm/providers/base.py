@@ -43,32 +43,47 @@ class CompatCapabilities:
 
     ``tools``: it accepts function tools; ``json_arguments``: the tool call it made carried arguments
     that parse as a JSON object; ``streaming_usage``: it reports usage at the end of a stream;
-    ``parallel_tool_calls``: it accepts the ``parallel_tool_calls`` parameter. A feature it lacks is
-    not sent.
+    ``parallel_tool_calls``: it accepts the ``parallel_tool_calls`` parameter; ``continuation``: it
+    accepted the next request carrying its tool call back (exact argument text, every extension field
+    it emitted) with the call's result; ``continuation_fields``: the extension fields it emitted
+    (``reasoning_content``, ``extra_content``, ...), so verified by that round trip. A feature it
+    lacks is not sent.
     """
 
     tools: bool = False
     json_arguments: bool = False
     streaming_usage: bool = False
     parallel_tool_calls: bool = False
+    continuation: bool = False
+    continuation_fields: tuple[str, ...] = ()
 
     @property
     def fidelity(self) -> Fidelity:
-        """Replayable only when tool turns round-trip exactly and usage is reported."""
-        verified = self.tools and self.json_arguments and self.streaming_usage
+        """Replayable only when tool turns round-trip exactly, continuation included, and usage is
+        reported."""
+        verified = self.tools and self.json_arguments and self.streaming_usage and self.continuation
         return PROVIDER_REPLAYABLE if verified else PORTABLE
 
-    def as_dict(self) -> dict[str, bool]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "tools": self.tools,
             "json_arguments": self.json_arguments,
             "streaming_usage": self.streaming_usage,
             "parallel_tool_calls": self.parallel_tool_calls,
+            "continuation": self.continuation,
+            "continuation_fields": list(self.continuation_fields),
         }
 
     @classmethod
     def from_dict(cls, value: Mapping[str, Any]) -> CompatCapabilities:
-        return cls(**{name: bool(value.get(name)) for name in cls.__dataclass_fields__})
+        fields = value.get("continuation_fields")
+        return cls(
+            **{name: bool(value.get(name)) for name in _COMPAT_FLAGS},
+            continuation_fields=tuple(str(f) for f in fields) if isinstance(fields, list) else (),
+        )
+
+
+_COMPAT_FLAGS = ("tools", "json_arguments", "streaming_usage", "parallel_tool_calls", "continuation")
 
 
 @dataclass(frozen=True)

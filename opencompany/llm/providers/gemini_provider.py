@@ -26,7 +26,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from ..fidelity import PROVIDER_REPLAYABLE, replays_opaque_state, stamp
+from ..fidelity import PROVIDER_REPLAYABLE, carried_fidelity, replays_opaque_state, stamp
 from ..wire import Message, make_assistant, tool_result_of
 from .base import (
     PROVIDER_ERROR,
@@ -194,8 +194,9 @@ def map_gemini_error(exc: Exception) -> ProviderError:
 
 
 class _Collector:
-    """Builds wire blocks from streamed parts: text deltas of one kind join until a signature closes
-    the block they belong to; every other part is a block of its own."""
+    """Builds wire blocks from streamed parts: unsigned text deltas of one kind join; a part that carries
+    a thought signature stays a block of its own, as Gemini requires (a signature never moves to text
+    it did not come with); every other part is a block of its own."""
 
     def __init__(self) -> None:
         self.blocks: list[dict[str, Any]] = []
@@ -204,7 +205,7 @@ class _Collector:
     def text(self, text: str, *, thought: bool, signature: bytes | None) -> None:
         kind = "thinking" if thought else "text"
         field = "thinking" if thought else "text"
-        if self._open is None or self._open["type"] != kind:
+        if self._open is None or self._open["type"] != kind or signature:
             self._open = {"type": kind, field: ""}
             self.blocks.append(self._open)
         self._open[field] += text
@@ -254,6 +255,9 @@ class GeminiProvider:
         self._api_key = api_key
         self._base_url = base_url or DEFAULT_BASE_URL
         self._timeout_s = timeout_s
+
+    def request_fidelity(self, request: Request) -> Fidelity:
+        return carried_fidelity(request.messages, self.name, self.fidelity)
 
     def _client(self) -> genai.Client:
         options = types.HttpOptions(

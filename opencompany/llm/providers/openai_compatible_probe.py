@@ -8,7 +8,13 @@ Two small streamed requests through the ``openai`` SDK:
 2. a request offering one function tool with ``parallel_tool_calls`` — ``parallel_tool_calls`` when the
    server takes the parameter (else asked again without it), ``tools`` when it takes tools at all, and
    ``json_arguments`` when the call it made carries arguments that parse as the JSON object the schema
-   asks for.
+   asks for;
+3. when it made a call, the continuation: the next request carries the call back as the runtime sends
+   it (exact argument text, and every extension field the server emitted: ``reasoning_content``,
+   ``reasoning``, ``reasoning_details``, a call's ``extra_content``) with the call's result.
+   ``continuation`` when the server accepts it; the fields it emitted are ``continuation_fields``.
+   A server that wants a field back it did not get refuses such a request, as DeepSeek's and Gemini's
+   do, and a server that refuses the fields fails it too: either way it is not verified.
 
 A refusal (HTTP 400 or 422) means "not supported"; any other failure is raised as ``provider_error`` and
 nothing is concluded. The caller caches the answer per (server, model).
@@ -23,7 +29,7 @@ from typing import Any
 import openai
 
 from .base import CompatCapabilities
-from .openai_compatible_provider import map_openai_error
+from .openai_compatible_provider import CALL_FIELD, LIST_FIELDS, TEXT_FIELDS, map_openai_error, merge_details
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +69,58 @@ async def _stream(client: openai.AsyncOpenAI, params: dict[str, Any]) -> list[An
         if exc.status_code in REFUSED:
             raise _Refused(exc) from exc
         raise
+
+
+def _assistant_turn(chunks: list[Any]) -> tuple[dict[str, Any], list[str]]:
+    """The assistant message the streamed chunks make, as the runtime sends it back, and the extension
+    fields the server emitted."""
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    texts: dict[str, list[str]] = {}
+    lists: dict[str, list[Any]] = {}
+    calls: dict[int, dict[str, Any]] = {}
+    content: list[str] = []
+    for chunk in chunks:
+        for choice in chunk.choices or ():
+            delta = choice.delta
+            if delta is None:
+                continue
+            extra = delta.model_extra or {}
+            for name in TEXT_FIELDS:
+                if isinstance(extra.get(name), str) and extra[name]:
+                    texts.setdefault(name, []).append(extra[name])
+            for name in LIST_FIELDS:
+                if isinstance(extra.get(name), list) and extra[name]:
+                    lists.setdefault(name, []).extend(extra[name])
+            if delta.content:
+                content.append(delta.content)
+            for tc in delta.tool_calls or ():
+                slot = calls.setdefault(
+                    tc.index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                )
+                slot["id"] = tc.id or slot["id"]
+                carried = (tc.model_extra or {}).get(CALL_FIELD)
+                if isinstance(carried, dict):
+                    slot[CALL_FIELD] = carried
+                if tc.function is not None:
+                    slot["function"]["name"] += tc.function.name or ""
+                    arguments = tc.function.arguments
+                    if arguments and not isinstance(arguments, str):
+                        arguments = json.dumps(arguments, ensure_ascii=False)
+                    slot["function"]["arguments"] += arguments or ""
+    if content:
+        message["content"] = "".join(content)
+    for name, parts in texts.items():
+        message[name] = "".join(parts)
+    for name, items in lists.items():
+        message[name] = merge_details(items)
+    if calls:
+        message["tool_calls"] = [
+            {**slot, "id": slot["id"] or f"call_{index}"} for index, slot in sorted(calls.items())
+        ]
+    fields = [*texts, *lists]
+    if any(CALL_FIELD in slot for slot in calls.values()):
+        fields.append(CALL_FIELD)
+    return message, fields
 
 
 def _arguments_ok(chunks: list[Any]) -> tuple[bool, bool]:
@@ -131,6 +189,19 @@ async def probe_openai_compatible(
                 except _Refused:
                     tools, chunks = False, []
             called, json_arguments = _arguments_ok(chunks) if tools else (False, False)
+            continuation, fields = False, []
+            if called:
+                turn, fields = _assistant_turn(chunks)
+                results = [
+                    {"role": "tool", "tool_call_id": call["id"], "content": '{"recorded": true}'}
+                    for call in turn["tool_calls"]
+                ]
+                follow_up = {**tool_params, "messages": [*tool_params["messages"], turn, *results]}
+                try:
+                    await _stream(client, follow_up)
+                    continuation = True
+                except _Refused:
+                    continuation = False
     except _Refused as exc:  # the plain text request itself was refused
         raise map_openai_error(exc.error) from exc
     except openai.OpenAIError as exc:
@@ -141,6 +212,8 @@ async def probe_openai_compatible(
         json_arguments=called and json_arguments,
         streaming_usage=streaming_usage,
         parallel_tool_calls=tools and parallel,
+        continuation=continuation,
+        continuation_fields=tuple(fields) if continuation else (),
     )
     logger.info("openai-compatible probe model=%s result=%s", model, capabilities.as_dict())
     return capabilities

@@ -3,11 +3,16 @@
 
 What is sent follows the server's verified capabilities (:class:`CompatCapabilities`, from the probe
 in ``openai_compatible_probe``): tools, ``stream_options.include_usage`` and ``parallel_tool_calls``
-only where the server takes them; without tools, tool turns are sent as text. Fidelity is
-``provider_replayable`` only where the probe passed — Chat Completions exposes no signatures or
-encrypted state, so text, tool calls and results are the whole continuation — and ``portable``
-otherwise, or for a turn whose streamed reasoning text the API offers no way to send back. The argument
-text of a malformed tool call is replayed exactly as the model sent it.
+only where the server takes them; without tools, tool turns are sent as text.
+
+Continuation beyond text and tool calls rides extension fields some servers add, kept per message and
+sent back to the same runtime exactly as they came: the reasoning text of thinking models
+(``reasoning_content``, as DeepSeek's API requires back after tool calls, or ``reasoning``) and
+structured reasoning (``reasoning_details``), kept as ``reasoning`` blocks naming their field; and a
+tool call's ``extra_content`` (Gemini's OpenAI-compatible endpoint carries its thought signatures
+there). Tool arguments go back as the exact text the server streamed. Fidelity is
+``provider_replayable`` only where the probe passed and verified the round trip of every continuation
+field the turn carries; ``portable`` otherwise.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 import openai
 
-from ..fidelity import PORTABLE, stamp
+from ..fidelity import PORTABLE, PROVIDER_REPLAYABLE, carried_fidelity, replays_opaque_state, stamp
 from ..wire import (
     Message,
     make_assistant,
@@ -48,13 +53,38 @@ from .base import (
 logger = logging.getLogger(__name__)
 
 RUNTIME = "openai_compatible"
+# Message-level extension fields that carry a thinking model's continuation: text fields, then lists.
+TEXT_FIELDS = ("reasoning_content", "reasoning")
+LIST_FIELDS = ("reasoning_details",)
+CONTINUATION_FIELDS = (*TEXT_FIELDS, *LIST_FIELDS)
+# A tool call's extension field (Gemini's thought signature rides it).
+CALL_FIELD = "extra_content"
+
+
+def _arguments_text(call: dict[str, Any], own: bool) -> str:
+    """The argument text a call goes back with: as the server streamed it (own turns), as the model
+    wrote it when malformed, else the arguments serialized."""
+    if "raw_arguments" in call:
+        return str(call["raw_arguments"])
+    if own and isinstance(call.get("provider_arguments"), str):
+        return str(call["provider_arguments"])
+    return json.dumps(call.get("arguments") or {}, ensure_ascii=False)
+
+
+def continuation_fields_of(message: Message) -> list[str]:
+    """The extension fields an assistant turn carries (message-level, then ``extra_content``)."""
+    fields = [
+        b["field"]
+        for b in message.get("content") or ()
+        if b.get("type") == "reasoning" and b.get("field") in CONTINUATION_FIELDS
+    ]
+    if any(CALL_FIELD in c for c in tool_calls_of(message)):
+        fields.append(CALL_FIELD)
+    return fields
 
 
 def _call_text(call: dict[str, Any]) -> str:
-    arguments = call.get("raw_arguments")
-    if arguments is None:
-        arguments = json.dumps(call.get("arguments") or {}, ensure_ascii=False)
-    return f"[called {call['name']} with {arguments}]"
+    return f"[called {call['name']} with {_arguments_text(call, False)}]"
 
 
 def to_chat_messages(
@@ -62,8 +92,9 @@ def to_chat_messages(
 ) -> list[dict[str, Any]]:
     """MessageWire → Chat Completions messages. The system blocks become ONE system message (the stable
     prompt first, so the provider's prefix cache still matches); thinking/reasoning/unknown blocks are
-    not sent; role ``system`` entries inside ``messages`` are ignored. ``tools=False`` (a server without
-    tool support) sends tool calls and results as text."""
+    not sent, except the extension fields of this runtime's own turns; role ``system`` entries inside
+    ``messages`` are ignored. ``tools=False`` (a server without tool support) sends tool calls and
+    results as text."""
     out: list[dict[str, Any]] = []
     system = "\n\n".join(b for b in system_blocks if b)
     if system:
@@ -79,23 +110,29 @@ def to_chat_messages(
             if text:
                 out.append({"role": "assistant", "content": text})
         elif role == "assistant":
+            own = replays_opaque_state(m, RUNTIME)
             entry: dict[str, Any] = {"role": "assistant", "content": text_of(m) or None}
+            if own:
+                for b in m.get("content") or ():
+                    if b.get("type") != "reasoning":
+                        continue
+                    if b.get("field") in TEXT_FIELDS:
+                        entry[b["field"]] = b.get("text", "")
+                    elif b.get("field") in LIST_FIELDS:
+                        entry[b["field"]] = b.get("details") or []
             calls = []
             for c in tool_calls_of(m):
-                if "raw_arguments" in c:
-                    arguments = c["raw_arguments"]
-                else:
-                    arguments = json.dumps(c.get("arguments") or {}, ensure_ascii=False)
-                calls.append(
-                    {
-                        "id": c["id"],
-                        "type": "function",
-                        "function": {"name": c["name"], "arguments": arguments},
-                    }
-                )
+                call: dict[str, Any] = {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": _arguments_text(c, own)},
+                }
+                if own and isinstance(c.get(CALL_FIELD), dict):
+                    call[CALL_FIELD] = c[CALL_FIELD]
+                calls.append(call)
             if calls:
                 entry["tool_calls"] = calls
-            if entry["content"] is not None or calls:
+            if entry["content"] is not None or calls or len(entry) > 2:
                 out.append(entry)
         elif role == "tool" and not tools:
             block = tool_result_of(m)
@@ -185,10 +222,22 @@ class OpenAICompatibleProvider:
             params["temperature"] = s.temperature
         return params
 
+    def turn_fidelity(self, message: Message) -> Fidelity:
+        """A turn is replayable when the server was verified and the round trip of every extension
+        field the turn carries was too."""
+        if self.fidelity != PROVIDER_REPLAYABLE:
+            return PORTABLE
+        verified = set(self.capabilities.continuation_fields)
+        return PROVIDER_REPLAYABLE if set(continuation_fields_of(message)) <= verified else PORTABLE
+
+    def request_fidelity(self, request: Request) -> Fidelity:
+        return carried_fidelity(request.messages, RUNTIME, self.fidelity)
+
     async def stream(self, request: Request) -> AsyncIterator[ProviderEvent]:
         params = self._params(request)
         text_parts: list[str] = []
-        reasoned = False
+        reasoning: dict[str, list[str]] = {}
+        details: dict[str, list[Any]] = {}
         calls: dict[int, dict[str, Any]] = {}
         usage: Usage | None = None
         finish: str | None = None
@@ -200,24 +249,27 @@ class OpenAICompatibleProvider:
                 async with stream:
                     async for chunk in stream:
                         if chunk.usage is not None:
-                            details = chunk.usage.prompt_tokens_details
+                            found = chunk.usage.prompt_tokens_details
                             usage = Usage(
                                 input_tokens=chunk.usage.prompt_tokens or 0,
                                 output_tokens=chunk.usage.completion_tokens or 0,
-                                cache_read_tokens=(details.cached_tokens or 0) if details is not None else 0,
+                                cache_read_tokens=(found.cached_tokens or 0) if found is not None else 0,
                             )
                         for choice in chunk.choices or ():
                             if choice.index != 0:
                                 continue
                             delta = choice.delta
                             if delta is not None:
-                                reasoning = getattr(delta, "reasoning_content", None) or getattr(
-                                    delta, "reasoning", None
-                                )
-                                if isinstance(reasoning, str) and reasoning:
-                                    # Shown live, not kept: Chat Completions offers no replayable form of it.
-                                    reasoned = True
-                                    yield ThinkingDelta(reasoning)
+                                extra = delta.model_extra or {}
+                                for name in TEXT_FIELDS:
+                                    piece = extra.get(name)
+                                    if isinstance(piece, str) and piece:
+                                        reasoning.setdefault(name, []).append(piece)
+                                        yield ThinkingDelta(piece)
+                                for name in LIST_FIELDS:
+                                    items = extra.get(name)
+                                    if isinstance(items, list) and items:
+                                        details.setdefault(name, []).extend(items)
                                 if delta.content:
                                     text_parts.append(delta.content)
                                     yield TextDelta(delta.content)
@@ -225,6 +277,9 @@ class OpenAICompatibleProvider:
                                     slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": []})
                                     if tc.id:
                                         slot["id"] = tc.id
+                                    carried = (tc.model_extra or {}).get(CALL_FIELD)
+                                    if isinstance(carried, dict):
+                                        slot[CALL_FIELD] = carried
                                     if tc.function is not None:
                                         if tc.function.name:
                                             slot["name"] += tc.function.name
@@ -241,14 +296,25 @@ class OpenAICompatibleProvider:
         except openai.OpenAIError as exc:
             logger.info("openai-compatible provider call failed: %s", type(exc).__name__)
             raise map_openai_error(exc) from exc
-        blocks: list[dict[str, Any]] = []
+        blocks: list[dict[str, Any]] = [
+            {"type": "reasoning", "field": name, "text": "".join(parts)} for name, parts in reasoning.items()
+        ]
+        blocks += [
+            {"type": "reasoning", "field": name, "details": merge_details(items)}
+            for name, items in details.items()
+        ]
         text = "".join(text_parts)
         if text:
             blocks.append(make_text(text))
         for index in sorted(calls):
             slot = calls[index]
             call_id = slot["id"] or f"call_{index}"
-            block = parse_tool_arguments(call_id, slot["name"], "".join(slot["arguments"]))
+            exact = "".join(slot["arguments"])
+            block = parse_tool_arguments(call_id, slot["name"], exact)
+            if "arguments" in block and exact:
+                block["provider_arguments"] = exact
+            if CALL_FIELD in slot:
+                block[CALL_FIELD] = slot[CALL_FIELD]
             blocks.append(block)
             yield ToolCallEvent(block)
         if usage is not None:
@@ -258,5 +324,27 @@ class OpenAICompatibleProvider:
                 cache_read_tokens=usage.cache_read_tokens,
             )
         yield StopReason(finish or "stop")
-        fidelity = PORTABLE if reasoned else self.fidelity
-        yield Completed(stamp(make_assistant(blocks), runtime=RUNTIME, fidelity=fidelity))
+        message = make_assistant(blocks)
+        yield Completed(stamp(message, runtime=RUNTIME, fidelity=self.turn_fidelity(message)))
+
+
+def merge_details(items: list[Any]) -> list[Any]:
+    """Streamed ``reasoning_details`` entries joined into whole ones: entries sharing an ``index`` are
+    one detail whose text fields arrive in pieces; any other field is kept as it came."""
+    merged: list[Any] = []
+    by_index: dict[Any, dict[str, Any]] = {}
+    for item in items:
+        if not isinstance(item, dict) or "index" not in item:
+            merged.append(item)
+            continue
+        current = by_index.get(item["index"])
+        if current is None:
+            current = by_index[item["index"]] = dict(item)
+            merged.append(current)
+            continue
+        for key, value in item.items():
+            if key in {"text", "summary", "data"} and isinstance(value, str):
+                current[key] = str(current.get(key) or "") + value
+            elif value is not None:
+                current[key] = value
+    return merged

@@ -18,7 +18,7 @@ from typing import Any
 
 import openai
 
-from ..fidelity import PROVIDER_REPLAYABLE, replays_opaque_state, stamp
+from ..fidelity import PORTABLE, PROVIDER_REPLAYABLE, carried_fidelity, replays_opaque_state, stamp
 from ..wire import Message, make_assistant, parse_tool_arguments, text_of, tool_result_of
 from .base import (
     PROVIDER_ERROR,
@@ -212,9 +212,62 @@ def _failure(message: str, code: str | None = None) -> ProviderError:
     return ProviderError(PROVIDER_ERROR, f"OpenAI reported a failed response{detail}: {message[:200]}")
 
 
+class _Assembly:
+    """Output items as the stream's smaller events build them, for a stream whose items never end
+    with ``response.output_item.done``."""
+
+    def __init__(self) -> None:
+        self.opened: dict[int, dict[str, Any]] = {}
+        self.texts: dict[tuple[int, int], list[str]] = {}
+        self.arguments: dict[int, list[str]] = {}
+        self.arguments_done: dict[int, str] = {}
+
+    def feed(self, event: Any) -> None:
+        kind = event.type
+        if kind == "response.output_item.added":
+            self.opened[event.output_index] = _dump(event.item)
+        elif kind in {"response.output_text.delta", "response.refusal.delta"}:
+            key = (event.output_index, event.content_index)
+            self.texts.setdefault(key, []).append(event.delta)
+        elif kind == "response.function_call_arguments.delta":
+            self.arguments.setdefault(event.output_index, []).append(event.delta)
+        elif kind == "response.function_call_arguments.done":
+            self.arguments_done[event.output_index] = event.arguments
+
+    def indexes(self) -> set[int]:
+        return set(self.opened) | {index for index, _ in self.texts}
+
+    def item(self, index: int) -> tuple[list[dict[str, Any]], bool]:
+        """The blocks of one unfinished item, and whether they are whole."""
+        opened = self.opened.get(index) or {}
+        kind = opened.get("type")
+        if kind == "message" or (kind is None and any(i == index for i, _ in self.texts)):
+            parts = sorted((c, "".join(t)) for (i, c), t in self.texts.items() if i == index)
+            blocks: list[dict[str, Any]] = []
+            for _, text in parts:
+                if text:
+                    block = {"type": "text", "text": text}
+                    if opened.get("id"):
+                        block["item_id"] = opened["id"]
+                    blocks.append(block)
+            return blocks, bool(opened.get("id"))
+        if kind == "function_call":
+            exact = self.arguments_done.get(index, "".join(self.arguments.get(index, [])))
+            block = parse_tool_arguments(opened.get("call_id", ""), opened.get("name", ""), exact)
+            if opened.get("id"):
+                block["item_id"] = opened["id"]
+            if "arguments" in block:
+                block["provider_arguments"] = exact
+            return [block], True
+        return [], False
+
+
 class OpenAIResponsesProvider:
     name = RUNTIME
     fidelity: Fidelity = PROVIDER_REPLAYABLE
+
+    def request_fidelity(self, request: Request) -> Fidelity:
+        return carried_fidelity(request.messages, RUNTIME, self.fidelity)
 
     def __init__(self, *, api_key: str, base_url: str | None = None, timeout_s: float = 600.0) -> None:
         self._api_key = api_key
@@ -224,6 +277,8 @@ class OpenAIResponsesProvider:
     async def stream(self, request: Request) -> AsyncIterator[ProviderEvent]:
         params = to_responses_params(request)
         items: dict[int, list[dict[str, Any]]] = {}
+        assembly = _Assembly()
+        whole = True
         usage: Usage | None = None
         status = "completed"
         try:
@@ -234,6 +289,7 @@ class OpenAIResponsesProvider:
                 async with stream:
                     async for event in stream:
                         kind = event.type
+                        assembly.feed(event)
                         if kind in {"response.output_text.delta", "response.refusal.delta"}:
                             yield TextDelta(event.delta)
                         elif kind in {
@@ -252,6 +308,12 @@ class OpenAIResponsesProvider:
                             response = event.response
                             if response.usage is not None:
                                 usage = usage_from(response.usage)
+                            for index, item in enumerate(response.output or ()):
+                                if index not in items:
+                                    items[index] = blocks_of_item(item)
+                                    for block in items[index]:
+                                        if block["type"] == "tool_call":
+                                            yield ToolCallEvent(block)
                             status = response.status or "completed"
                             details = response.incomplete_details
                             if kind == "response.incomplete" and details is not None and details.reason:
@@ -268,8 +330,15 @@ class OpenAIResponsesProvider:
         except openai.OpenAIError as exc:
             logger.info("openai responses call failed: %s", type(exc).__name__)
             raise map_openai_error(exc, label="OpenAI") from exc
+        for index in sorted(assembly.indexes() - set(items)):
+            assembled, complete = assembly.item(index)
+            items[index], whole = assembled, whole and complete
+            for block in assembled:
+                if block["type"] == "tool_call":
+                    yield ToolCallEvent(block)
         if usage is not None:
             yield usage
         yield StopReason(status)
         blocks = [block for index in sorted(items) for block in items[index]]
-        yield Completed(stamp(make_assistant(blocks), runtime=RUNTIME, fidelity=PROVIDER_REPLAYABLE))
+        fidelity = PROVIDER_REPLAYABLE if whole and blocks else PORTABLE
+        yield Completed(stamp(make_assistant(blocks), runtime=RUNTIME, fidelity=fidelity))
