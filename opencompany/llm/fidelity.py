@@ -73,8 +73,11 @@ def replays_opaque_state(message: Mapping[str, Any], runtime: str) -> bool:
 
 def lowest(fidelities: Iterable[str | None]) -> Fidelity | None:
     """The lowest of the known fidelities given (None when none is known)."""
-    known = [f for f in fidelities if f in _RANK]
-    return min(known, key=_RANK.__getitem__) if known else None  # type: ignore[return-value]
+    seen = set(fidelities)
+    for fidelity in sorted(FIDELITIES, key=_RANK.__getitem__):
+        if fidelity in seen:
+            return fidelity
+    return None
 
 
 def carried_fidelity(

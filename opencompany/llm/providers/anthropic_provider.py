@@ -414,17 +414,17 @@ class AnthropicProvider:
             return {"type": "redacted_thinking", "data": start.get("data", "")}
         if kind == "tool_use":
             return slot.get("block") or self._tool_block(slot)
-        raw = "".join(slot["json"])
-        if raw:
+        streamed = "".join(slot["json"])
+        if streamed:
             # Streamed input (a server tool use): the block is whole only with it.
             try:
-                start = {**start, "input": json.loads(raw)}
+                start = {**start, "input": json.loads(streamed)}
             except ValueError:
                 return {
                     "type": PROVIDER_BLOCK,
                     "provider": "anthropic",
                     "block": start,
-                    "partial_json": raw,
+                    "partial_json": streamed,
                     "input_error": "the streamed input is not valid JSON",
                 }
         return {"type": PROVIDER_BLOCK, "provider": "anthropic", "block": start}

@@ -189,14 +189,15 @@ async def probe_openai_compatible(
                 except _Refused:
                     tools, chunks = False, []
             called, json_arguments = _arguments_ok(chunks) if tools else (False, False)
-            continuation, fields = False, []
+            continuation, fields = False, list[str]()
             if called:
                 turn, fields = _assistant_turn(chunks)
                 results = [
                     {"role": "tool", "tool_call_id": call["id"], "content": '{"recorded": true}'}
                     for call in turn["tool_calls"]
                 ]
-                follow_up = {**tool_params, "messages": [*tool_params["messages"], turn, *results]}
+                sent: list[Any] = [{"role": "user", "content": TOOL_PROMPT}, turn, *results]
+                follow_up = {**tool_params, "messages": sent}
                 try:
                     await _stream(client, follow_up)
                     continuation = True
