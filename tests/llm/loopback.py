@@ -19,6 +19,7 @@ from typing import Any
 class Reply:
     status: int = 200
     sse: list[str] = field(default_factory=list)  # raw SSE frames, each written and flushed separately
+    raw: bytes | None = None  # a recorded stream, written exactly as it is (never re-serialized)
     body: Any = None  # JSON body for non-streaming replies (errors)
     headers: dict[str, str] = field(default_factory=dict)
     # Mid-stream pause: after `hold_after` frames the server waits for `release` (or the client leaving).
@@ -93,6 +94,16 @@ class LoopbackServer:
                 except AssertionError as exc:
                     server.failures.append(str(exc) or repr(exc))
                     reply = Reply(status=500, body={"error": {"message": "loopback assertion failed"}})
+                if reply.raw is not None:
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "text/event-stream")
+                    self.end_headers()
+                    try:
+                        self.wfile.write(reply.raw)
+                        self.wfile.flush()
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                    return
                 if reply.sse:
                     self.send_response(reply.status)
                     self.send_header("content-type", "text/event-stream")

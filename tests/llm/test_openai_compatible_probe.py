@@ -164,3 +164,48 @@ async def test_a_server_refusing_a_plain_streamed_request_is_a_provider_error(lo
 
     assert (excinfo.value.code, excinfo.value.status) == ("provider_error", 400)
     assert len(loopback.received) == 2
+
+
+def _thinking_server(*, takes_it_back: bool):
+    """A thinking-mode server (DeepSeek's documented rule): its tool-call turn streams
+    ``reasoning_content``, and a request carrying that turn without it is refused; with
+    ``takes_it_back=False`` it refuses the field itself."""
+
+    def answer(received: Received) -> Reply:
+        body = received.body
+        tail = [_chunk(usage=USAGE)] if "stream_options" in body else []
+        for message in body["messages"]:
+            if message.get("tool_calls"):
+                carried = message.get("reasoning_content") == "Call it twice."
+                if carried != takes_it_back:
+                    return REFUSED
+                return Reply(sse=openai_sse(_chunk({"content": "done"}), _chunk({}, finish="stop"), *tail))
+        if "tools" in body:
+            calls = [_call(0, "call_0", '{"value": "alpha"}'), _call(1, "call_1", '{"value": "beta"}')]
+            thinking = _chunk({"reasoning_content": "Call it twice."})
+            return Reply(sse=openai_sse(thinking, *calls, _chunk({}, finish="tool_calls"), *tail))
+        return Reply(sse=openai_sse(_chunk({"content": "ready"}), _chunk({}, finish="stop"), *tail))
+
+    return answer
+
+
+async def test_a_server_emitting_reasoning_content_is_replayable_once_its_round_trip_is_verified(loopback):
+    loopback.replies.extend([_thinking_server(takes_it_back=True)] * 3)
+
+    caps = await _probe(loopback)
+
+    assert (caps.continuation, caps.continuation_fields, caps.fidelity) == (
+        True,
+        ("reasoning_content",),
+        "provider_replayable",
+    )
+    assert loopback.received[2].body["messages"][1]["reasoning_content"] == "Call it twice."
+
+
+async def test_a_server_refusing_the_continuation_round_trip_is_portable(loopback):
+    loopback.replies.extend([_thinking_server(takes_it_back=False)] * 3)
+
+    caps = await _probe(loopback)
+
+    assert (caps.tools, caps.json_arguments, caps.streaming_usage) == (True, True, True)
+    assert (caps.continuation, caps.continuation_fields, caps.fidelity) == (False, (), "portable")
