@@ -372,6 +372,8 @@ _AGENT_PARAMETERS: dict[str, Any] = {
                 "openai_compatible",
                 "anthropic",
                 "gemini",
+                "vertex",
+                "rlm",
                 "claude_code",
                 "codex_cli",
             ],

@@ -307,6 +307,16 @@ ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
 GEMINI_API_KEY = os.environ.get("GEMINI_API_KEY", "")
 GEMINI_BASE_URL = os.environ.get("GEMINI_BASE_URL", "")
+# Gemini on Vertex AI: a project, a location and a Google credentials file (docs/providers.md).
+VERTEX_PROJECT = os.environ.get("VERTEX_PROJECT", "")
+VERTEX_LOCATION = os.environ.get("VERTEX_LOCATION", "")
+VERTEX_CREDENTIALS_FILE = os.environ.get("VERTEX_CREDENTIALS_FILE") or os.environ.get(
+    "GOOGLE_APPLICATION_CREDENTIALS", ""
+)
+VERTEX_BASE_URL = os.environ.get("VERTEX_BASE_URL", "")
+# The recursive language model runtime's OpenAI-compatible server (docs/providers.md).
+RLM_BASE_URL = os.environ.get("RLM_BASE_URL", "")
+RLM_API_KEY = os.environ.get("RLM_API_KEY", "")
 # An OpenAI-compatible server (Ollama, vLLM, LM Studio): its capabilities are probed once per model
 # and the answer kept for OPENCOMPANY_PROVIDER_PROBE_TTL_S (docs/providers.md).
 OPENAI_COMPATIBLE_BASE_URL = os.environ.get("OPENAI_COMPATIBLE_BASE_URL", "")

@@ -82,6 +82,12 @@ def provider_config(*, capabilities: CompatCapabilities | None = None) -> Provid
         anthropic_base_url=settings.ANTHROPIC_BASE_URL or None,
         gemini_api_key=settings.GEMINI_API_KEY or None,
         gemini_base_url=settings.GEMINI_BASE_URL or None,
+        vertex_project=settings.VERTEX_PROJECT or None,
+        vertex_location=settings.VERTEX_LOCATION or None,
+        vertex_credentials_file=settings.VERTEX_CREDENTIALS_FILE or None,
+        vertex_base_url=settings.VERTEX_BASE_URL or None,
+        rlm_api_key=settings.RLM_API_KEY or None,
+        rlm_base_url=settings.RLM_BASE_URL or None,
         offline_delay_ms=float(settings.OPENCOMPANY_OFFLINE_PACING_MS),
     )
 

@@ -152,6 +152,18 @@ class GeminiContext(ContextAdapter):
     runtime = "gemini"
 
 
+class VertexContext(ContextAdapter):
+    runtime = "vertex"
+
+
+class RLMContext(ContextAdapter):
+    """The recursive runtime's usage sums its root and sub-query calls, so pressure is an estimate;
+    every request carries the portable conversation, which the app may compact."""
+
+    runtime = "rlm"
+    token_counting = False
+
+
 class ProgramContext(ContextAdapter):
     """An agent program (Claude Code, Codex CLI) runs its own loop and keeps its own context: the usage
     it reports sums its internal calls, so pressure is an estimate, and the program compacts itself."""
@@ -169,6 +181,8 @@ _ADAPTERS: dict[str, ContextAdapter] = {
     "openai": OpenAIResponsesContext(),
     "openai_compatible": OpenAICompatibleContext(),
     "gemini": GeminiContext(),
+    "vertex": VertexContext(),
+    "rlm": RLMContext(),
     "claude_code": ProgramContext("claude_code"),
     "codex_cli": ProgramContext("codex_cli"),
 }

@@ -27,7 +27,7 @@ from .base import (
 )
 from .offline import OFFLINE_MODELS, OfflineProvider
 
-PROVIDERS = ("offline", "openai", "openai_compatible", "anthropic", "gemini")
+PROVIDERS = ("offline", "openai", "openai_compatible", "anthropic", "gemini", "vertex", "rlm")
 
 
 def _require(value: str | None, what: str, name: str) -> str:
@@ -75,6 +75,17 @@ def get_provider(settings_obj: ModelSettings, *, config: ProviderConfig) -> Prov
             max_tokens_param=config.openai_max_tokens_param,
             capabilities=config.openai_compatible_capabilities,
         )
+    if name == "vertex":
+        return _vertex(config)
+    if name == "rlm":
+        from .rlm_provider import RLMProvider
+
+        return RLMProvider(
+            api_key=config.rlm_api_key or "unused",
+            base_url=_require(config.rlm_base_url, "base URL", "RLM"),
+            timeout_s=config.timeout_s,
+            max_depth=config.rlm_max_depth,
+        )
     if name == "gemini":
         from .gemini_provider import GeminiProvider
 
@@ -88,6 +99,29 @@ def get_provider(settings_obj: ModelSettings, *, config: ProviderConfig) -> Prov
     return AnthropicProvider(
         api_key=_require(config.anthropic_api_key, "API key", "Anthropic"),
         base_url=config.anthropic_base_url,
+        timeout_s=config.timeout_s,
+    )
+
+
+def _vertex(config: ProviderConfig) -> Provider:
+    """Vertex needs a project, a location and a credentials file (read here, without the network: the
+    access token is fetched with the first request)."""
+    from .vertex_provider import VertexProvider, load_credentials
+
+    project = _require(config.vertex_project, "project", "Vertex")
+    location = _require(config.vertex_location, "location", "Vertex")
+    path = _require(config.vertex_credentials_file, "credentials file", "Vertex")
+    try:
+        credentials = load_credentials(path)
+    except Exception as exc:
+        raise ProviderError(
+            PROVIDER_NOT_CONFIGURED, f"The Vertex credentials file could not be read ({type(exc).__name__})."
+        ) from exc
+    return VertexProvider(
+        project=project,
+        location=location,
+        credentials=credentials,
+        base_url=config.vertex_base_url,
         timeout_s=config.timeout_s,
     )
 

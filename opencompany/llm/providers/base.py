@@ -105,6 +105,13 @@ class ProviderConfig:
     anthropic_base_url: str | None = None
     gemini_api_key: str | None = None
     gemini_base_url: str | None = None
+    vertex_project: str | None = None
+    vertex_location: str | None = None
+    vertex_credentials_file: str | None = None
+    vertex_base_url: str | None = None
+    rlm_api_key: str | None = None
+    rlm_base_url: str | None = None
+    rlm_max_depth: int = 2
     offline_delay_ms: float = 0.0
     timeout_s: float = 600.0
     openai_max_tokens_param: str = "max_completion_tokens"

@@ -19,7 +19,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from google import genai
@@ -64,8 +64,10 @@ def _textual_call(block: dict[str, Any]) -> str:
     return f"[malformed function call: {raw}]" if raw else "[malformed function call]"
 
 
-def _model_parts(m: Message, called_with_id: set[str], textual: set[str]) -> list[types.Part]:
-    own = replays_opaque_state(m, RUNTIME)
+def _model_parts(
+    m: Message, called_with_id: set[str], textual: set[str], replays: Callable[[Message], bool]
+) -> list[types.Part]:
+    own = replays(m)
     parts: list[types.Part] = []
     for b in m.get("content") or ():
         kind = b.get("type")
@@ -88,16 +90,23 @@ def _model_parts(m: Message, called_with_id: set[str], textual: set[str]) -> lis
         elif (
             kind == PROVIDER_BLOCK
             and own
-            and b.get("provider") == RUNTIME
+            and b.get("provider") in {RUNTIME, "vertex"}
             and isinstance(b.get("block"), dict)
         ):
             parts.append(types.Part.model_validate_json(json.dumps(b["block"])))
     return parts
 
 
-def to_gemini_contents(messages: list[Message]) -> list[types.Content]:
+def _gemini_turn(message: Message) -> bool:
+    return replays_opaque_state(message, RUNTIME)
+
+
+def to_gemini_contents(
+    messages: list[Message], *, own: Callable[[Message], bool] = _gemini_turn
+) -> list[types.Content]:
     """MessageWire → ``contents``: assistant turns become ``model`` contents, tool results ride ``user``
-    contents as function responses, and adjacent contents of one role are merged."""
+    contents as function responses, and adjacent contents of one role are merged. ``own`` says which
+    turns' signatures and provider blocks go back (Gemini's own, by default)."""
     out: list[types.Content] = []
     called_with_id: set[str] = set()
     textual: set[str] = set()
@@ -112,7 +121,7 @@ def to_gemini_contents(messages: list[Message]) -> list[types.Content]:
             ]
             api_role = "user"
         elif role == "assistant":
-            parts = _model_parts(m, called_with_id, textual)
+            parts = _model_parts(m, called_with_id, textual, own)
             api_role = "model"
         elif role == "tool":
             result = tool_result_of(m)
@@ -198,7 +207,8 @@ class _Collector:
     a thought signature stays a block of its own, as Gemini requires (a signature never moves to text
     it did not come with); every other part is a block of its own."""
 
-    def __init__(self) -> None:
+    def __init__(self, runtime: str = RUNTIME) -> None:
+        self.runtime = runtime
         self.blocks: list[dict[str, Any]] = []
         self._open: dict[str, Any] | None = None
 
@@ -269,19 +279,27 @@ class GeminiProvider:
         )
         return genai.Client(api_key=self._api_key, http_options=options)
 
+    def _contents(self, messages: list[Message]) -> list[types.Content]:
+        return to_gemini_contents(messages)
+
+    def _finished(self, message: Message, response_id: str | None) -> Message:
+        return stamp(message, runtime=RUNTIME, fidelity=PROVIDER_REPLAYABLE)
+
     async def stream(self, request: Request) -> AsyncIterator[ProviderEvent]:
-        contents = to_gemini_contents(request.messages)
+        contents = self._contents(request.messages)
         config = to_gemini_config(request)
-        collected = _Collector()
+        collected = _Collector(self.name)
         usage: Usage | None = None
         finish: str | None = None
         finish_message = ""
+        response_id: str | None = None
         try:
             async with self._client().aio as client:
                 stream = await client.models.generate_content_stream(
                     model=request.settings.model, contents=contents, config=config
                 )
                 async for chunk in stream:
+                    response_id = chunk.response_id or response_id
                     if chunk.usage_metadata is not None:
                         usage = usage_from(chunk.usage_metadata)
                     for candidate in (chunk.candidates or ())[:1]:
@@ -301,7 +319,7 @@ class GeminiProvider:
                                     yield ThinkingDelta(part.text) if part.thought else TextDelta(part.text)
                             else:
                                 raw = json.loads(part.model_dump_json(exclude_none=True, by_alias=True))
-                                collected.add({"type": PROVIDER_BLOCK, "provider": RUNTIME, "block": raw})
+                                collected.add({"type": PROVIDER_BLOCK, "provider": self.name, "block": raw})
         except ProviderError:
             raise
         except Exception as exc:
@@ -316,5 +334,4 @@ class GeminiProvider:
         if usage is not None:
             yield usage
         yield StopReason((finish or "STOP").lower())
-        message = make_assistant(collected.blocks)
-        yield Completed(stamp(message, runtime=RUNTIME, fidelity=PROVIDER_REPLAYABLE))
+        yield Completed(self._finished(make_assistant(collected.blocks), response_id))

@@ -61,12 +61,12 @@ CONTINUATION_FIELDS = (*TEXT_FIELDS, *LIST_FIELDS)
 CALL_FIELD = "extra_content"
 
 
-def _arguments_text(call: dict[str, Any], own: bool) -> str:
-    """The argument text a call goes back with: as the server streamed it (own turns), as the model
-    wrote it when malformed, else the arguments serialized."""
+def _arguments_text(call: dict[str, Any]) -> str:
+    """The argument text a call goes back with: as the model wrote it (kept exactly as it streamed,
+    or raw when malformed), else the arguments serialized."""
     if "raw_arguments" in call:
         return str(call["raw_arguments"])
-    if own and isinstance(call.get("provider_arguments"), str):
+    if isinstance(call.get("provider_arguments"), str):
         return str(call["provider_arguments"])
     return json.dumps(call.get("arguments") or {}, ensure_ascii=False)
 
@@ -84,7 +84,7 @@ def continuation_fields_of(message: Message) -> list[str]:
 
 
 def _call_text(call: dict[str, Any]) -> str:
-    return f"[called {call['name']} with {_arguments_text(call, False)}]"
+    return f"[called {call['name']} with {_arguments_text(call)}]"
 
 
 def to_chat_messages(
@@ -125,7 +125,7 @@ def to_chat_messages(
                 call: dict[str, Any] = {
                     "id": c["id"],
                     "type": "function",
-                    "function": {"name": c["name"], "arguments": _arguments_text(c, own)},
+                    "function": {"name": c["name"], "arguments": _arguments_text(c)},
                 }
                 if own and isinstance(c.get(CALL_FIELD), dict):
                     call[CALL_FIELD] = c[CALL_FIELD]
