@@ -82,7 +82,7 @@ def _send_and_run(workflow: Any, text: str) -> ChatRun:
 
 def test_the_first_run_probes_the_server_and_later_runs_reuse_the_kept_answer(owner, server):
     workflow = _workflow(owner)
-    server.replies.extend([_no_stream_options] * 6)
+    server.replies.extend([_no_stream_options] * 7)
 
     first = _send_and_run(workflow, "Hello")
 
@@ -94,18 +94,20 @@ def test_the_first_run_probes_the_server_and_later_runs_reuse_the_kept_answer(ow
         "json_arguments": True,
         "streaming_usage": False,
         "parallel_tool_calls": False,
+        "continuation": True,
+        "continuation_fields": [],
     }
     chat = server.received[-1].body
     assert "stream_options" not in chat
     assert "parallel_tool_calls" not in chat
     assert [t["function"]["name"] for t in chat["tools"]] == ["memory", "notes"]
-    assert len(server.received) == 5  # two text probes, two tool probes, the answer
+    assert len(server.received) == 6  # two text probes, two tool probes, the continuation, the answer
 
     server.replies.append(_no_stream_options)
     second = _send_and_run(workflow, "Again")
 
     assert second.state == "finished"
-    assert len(server.received) == 6  # no probe this time
+    assert len(server.received) == 7  # no probe this time
     key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=node_id(workflow, "aiAgent"))
     turns = [m["metadata"] for m in conversation_load(key=key) if m["role"] == "assistant"]
     assert turns == [{"runtime": "openai_compatible", "fidelity": "portable", "epoch": 1}] * 2
@@ -114,13 +116,13 @@ def test_the_first_run_probes_the_server_and_later_runs_reuse_the_kept_answer(ow
 def test_a_kept_answer_past_its_age_is_probed_again(owner, server, settings):
     settings.OPENCOMPANY_PROVIDER_PROBE_TTL_S = 60
     workflow = _workflow(owner)
-    server.replies.extend([_no_stream_options] * 10)
+    server.replies.extend([_no_stream_options] * 12)
     _send_and_run(workflow, "Hello")
     ProviderProbe.objects.update(probed_at=timezone.now() - timedelta(seconds=61))
 
     _send_and_run(workflow, "Again")
 
-    assert len(server.received) == 10
+    assert len(server.received) == 12
     assert ProviderProbe.objects.count() == 1
     assert ProviderProbe.objects.get().probed_at > timezone.now() - timedelta(seconds=60)
 
@@ -137,7 +139,7 @@ def test_a_server_that_cannot_be_probed_fails_the_run_with_provider_error_and_ke
 
 def test_staff_see_the_probe_and_can_have_it_run_again(owner, server, client, staff):
     workflow = _workflow(owner)
-    server.replies.extend([_no_stream_options] * 5)
+    server.replies.extend([_no_stream_options] * 6)
     _send_and_run(workflow, "Hello")
     probe = ProviderProbe.objects.get()
     client.force_login(staff)
@@ -157,7 +159,7 @@ def test_staff_see_the_probe_and_can_have_it_run_again(owner, server, client, st
 
 def test_staff_see_each_stored_turns_runtime_and_fidelity(owner, server, client, staff):
     workflow = _workflow(owner)
-    server.replies.extend([_no_stream_options] * 5)
+    server.replies.extend([_no_stream_options] * 6)
     _send_and_run(workflow, "Hello")
     client.force_login(staff)
 
@@ -180,7 +182,7 @@ def test_the_probe_command_probes_now_and_keeps_the_answer(server):
 
     from django.core.management import call_command
 
-    server.replies.extend([_no_stream_options] * 4)
+    server.replies.extend([_no_stream_options] * 5)
     out = StringIO()
 
     call_command("probe_provider", "llama", stdout=out)
@@ -192,6 +194,8 @@ def test_the_probe_command_probes_now_and_keeps_the_answer(server):
         "json_arguments": True,
         "streaming_usage": False,
         "parallel_tool_calls": False,
+        "continuation": True,
+        "continuation_fields": [],
     }
     assert ProviderProbe.objects.get().model == "llama"
 

@@ -228,7 +228,9 @@ def test_a_switch_from_anthropic_to_openai_sends_no_anthropic_signature_and_the_
         (None, None, None),
         ("openai", "provider_replayable", 2),
     ]
-    assert page["fidelity"] == {"runtime": "openai", "fidelity": "provider_replayable", "epoch": 2}
+    # The badge: the runtime the conversation is on, and the lowest fidelity among the turns it holds
+    # (the handed-off Anthropic turn is portable, and the next request carries it).
+    assert page["fidelity"] == {"runtime": "openai", "fidelity": "portable", "epoch": 2}
 
 
 def test_the_next_turn_on_the_same_runtime_stays_in_its_epoch_and_replays_its_own_state(owner, server):

@@ -56,7 +56,9 @@ def _run(workflow: Any, text: str) -> ChatRun:
 
 
 def _vertex_memory_call(received: Received) -> Reply:
-    assert received.path.startswith("/v1beta1/projects/oc-project/locations/us-central1/publishers/google/models/")
+    assert received.path.startswith(
+        "/v1beta1/projects/oc-project/locations/us-central1/publishers/google/models/"
+    )
     chunk = (
         b'data: {"candidates": [{"content": {"role": "model", "parts": [{"functionCall": {"name": "memory", '
         b'"args": {"operation": "remember", "content": "The owner likes tea."}}, "thoughtSignature": "c2lnLTE="}]}, '
@@ -90,7 +92,9 @@ def test_a_vertex_agent_runs_a_chat_turn_with_a_tool_call_bound_to_its_environme
     }
     assert [m["metadata"]["fidelity"] for m in stored if m["role"] == "assistant"] == ["observable"] * 2
     assert MemoryItem.objects.get().content == "The owner likes tea."
-    records = list(ProviderCall.objects.filter(run_id=run.run_id).order_by("id").values_list("runtime", "fidelity"))
+    records = list(
+        ProviderCall.objects.filter(run_id=run.run_id).order_by("id").values_list("runtime", "fidelity")
+    )
     assert records == [("vertex", "observable")] * 2
     page = api_client.get(f"/api/v1/workflows/{workflow.pk}/conversations/{key.agent_node_id}").json()
     assert page["fidelity"] == {"runtime": "vertex", "fidelity": "observable", "epoch": 1}
@@ -121,7 +125,9 @@ def test_an_rlm_agent_runs_a_chat_turn_with_a_recursive_query_and_a_tool_call(ow
     }
     assert text_of(stored[-1]) == "Noted: you like tea."
     assert MemoryItem.objects.get().content == "The owner likes tea."
-    records = list(ProviderCall.objects.filter(run_id=run.run_id).order_by("id").values_list("runtime", "fidelity"))
+    records = list(
+        ProviderCall.objects.filter(run_id=run.run_id).order_by("id").values_list("runtime", "fidelity")
+    )
     assert records == [("rlm", "observable")] * 2
     page = api_client.get(f"/api/v1/workflows/{workflow.pk}/conversations/{key.agent_node_id}").json()
     assert page["fidelity"] == {"runtime": "rlm", "fidelity": "observable", "epoch": 1}
@@ -131,11 +137,19 @@ def test_the_conversation_badge_is_the_lowest_fidelity_among_the_turns_it_holds(
     key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=node_id(workflow, "aiAgent"))
 
     def turn(fidelity: str) -> dict[str, Any]:
-        return make_assistant([make_text("a")], {"runtime": "openai_compatible", "fidelity": fidelity, "epoch": 1})
+        return make_assistant(
+            [make_text("a")], {"runtime": "openai_compatible", "fidelity": fidelity, "epoch": 1}
+        )
 
     conversation_append(
         key=key,
-        messages=[make_user("1"), turn("provider_replayable"), make_user("2"), turn("portable"), make_user("3")],
+        messages=[
+            make_user("1"),
+            turn("provider_replayable"),
+            make_user("2"),
+            turn("portable"),
+            make_user("3"),
+        ],
         expected_length=0,
     )
     conversation_append(key=key, messages=[turn("provider_replayable")], expected_length=5)

@@ -41,7 +41,22 @@ export class ContextPanel {
     const row = rows.find((r) => r.agent_node_id === page.agentId && r.generation === page.generation) || null;
     this.renderNotes(row ? row.notes || [] : []);
     this.renderContext(row);
-    if (this.page.hasContext) await Promise.all([this.loadUsage(), this.loadTurns()]);
+    if (this.page.hasContext) await Promise.all([this.loadUsage(), this.loadTurns(), this.loadFidelity()]);
+  }
+
+  // The conversation's badge: its runtime and the lowest fidelity among the turns it holds.
+  async loadFidelity() {
+    const page = this.page;
+    let detail;
+    try {
+      const query = `generation=${page.generation}&limit=1`;
+      detail = await api("GET", `${page.apiBase}/conversations/${encodeURIComponent(page.agentId)}?${query}`);
+    } catch {
+      return;
+    }
+    const badge = detail.fidelity;
+    document.getElementById("ctx-fidelity").textContent =
+      badge && badge.fidelity ? `${badge.runtime || "unknown"} · ${badge.fidelity}` : "none yet";
   }
 
   async loadUsage() {
