@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db import DatabaseError
 from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models.fields.json import KT
 
 from conversations import errors
 from conversations.models import AgentConversation, ConversationMessage, ProviderCall
@@ -191,13 +192,15 @@ def conversation_fidelity(*, key: ConversationKey) -> dict[str, Any] | None:
         if latest is None and len(batch) < _FIDELITY_SCAN:
             return None
         before = batch[-1][0] if batch else None
-    held = (
-        rows.filter(wire__role="assistant")
+    # Text extraction (->>), compared here: the column is `json` on PostgreSQL, which has no equality
+    # operator, and the distinct pairs are a handful.
+    pairs = (
+        rows.annotate(role=KT("wire__role"), fidelity=KT("wire__metadata__fidelity"))
         .order_by()
-        .values_list("wire__metadata__fidelity", flat=True)
+        .values_list("role", "fidelity")
         .distinct()
     )
-    return {**latest, "fidelity": lowest(held)}
+    return {**latest, "fidelity": lowest(f for role, f in pairs if role == "assistant")}
 
 
 def notes_read(*, key: ConversationKey) -> NotesState:
