@@ -138,7 +138,7 @@ class AgentConversationAdmin(ReadOnlyAdmin):
     def notes_pretty(self, obj: AgentConversation) -> str:
         return pretty_json(obj.notes)
 
-    @admin.display(description="runtime · fidelity (latest turn)")
+    @admin.display(description="runtime · lowest fidelity held")
     def current_fidelity(self, obj: AgentConversation) -> str:
         key = ConversationKey(
             workflow_id=obj.workflow_id, generation=obj.generation, agent_node_id=obj.agent_node_id

@@ -195,9 +195,9 @@ def conversation_fidelity(*, key: ConversationKey) -> dict[str, Any] | None:
     # Text extraction (->>), compared here: the column is `json` on PostgreSQL, which has no equality
     # operator, and the distinct pairs are a handful.
     pairs = (
-        rows.annotate(role=KT("wire__role"), fidelity=KT("wire__metadata__fidelity"))
+        rows.annotate(wire_role=KT("wire__role"), wire_fidelity=KT("wire__metadata__fidelity"))
         .order_by()
-        .values_list("role", "fidelity")
+        .values_list("wire_role", "wire_fidelity")
         .distinct()
     )
     return {**latest, "fidelity": lowest(f for role, f in pairs if role == "assistant")}

@@ -124,7 +124,9 @@ class ConversationPageOutput(serializers.Serializer):
     notes = NoteEntryOutput(many=True)
     notes_revision = serializers.IntegerField()
     fidelity = TurnFidelityOutput(
-        allow_null=True, help_text="The latest assistant turn's runtime and fidelity."
+        allow_null=True,
+        help_text="The badge: the latest assistant turn's runtime and epoch, and the lowest fidelity among the "
+        "assistant turns the conversation holds.",
     )
     results = MessageRowOutput(many=True, help_text="The page's messages, by seq.")
     next_cursor = serializers.CharField(allow_null=True, help_text="null on the last page.")
