@@ -209,3 +209,42 @@ async def test_a_server_refusing_the_continuation_round_trip_is_portable(loopbac
 
     assert (caps.tools, caps.json_arguments, caps.streaming_usage) == (True, True, True)
     assert (caps.continuation, caps.continuation_fields, caps.fidelity) == (False, (), "portable")
+
+
+async def test_a_server_putting_thought_signatures_in_extra_content_verifies_that_field(loopback):
+    """Gemini's OpenAI-compatible endpoint: each call's ``extra_content`` must come back with it."""
+    signature = {"google": {"thought_signature": "CtgBsig"}}
+
+    def answer(received: Received) -> Reply:
+        body = received.body
+        tail = [_chunk(usage=USAGE)] if "stream_options" in body else []
+        for message in body["messages"]:
+            for call in message.get("tool_calls") or ():
+                if call.get("extra_content") != signature:
+                    return REFUSED
+            if message.get("tool_calls"):
+                return Reply(sse=openai_sse(_chunk({"content": "done"}), _chunk({}, finish="stop"), *tail))
+        if "tools" in body:
+            call = {
+                "index": 0,
+                "id": "call_0",
+                "type": "function",
+                "function": {"name": "record_probe", "arguments": '{"value":"alpha"}'},
+                "extra_content": signature,
+            }
+            return Reply(
+                sse=openai_sse(_chunk({"tool_calls": [call]}), _chunk({}, finish="tool_calls"), *tail)
+            )
+        return Reply(sse=openai_sse(_chunk({"content": "ready"}), _chunk({}, finish="stop"), *tail))
+
+    loopback.replies.extend([answer] * 3)
+
+    caps = await _probe(loopback)
+
+    assert (caps.continuation, caps.continuation_fields, caps.fidelity) == (
+        True,
+        ("extra_content",),
+        "provider_replayable",
+    )
+    sent = loopback.received[2].body["messages"][1]["tool_calls"][0]
+    assert (sent["extra_content"], sent["function"]["arguments"]) == (signature, '{"value":"alpha"}')

@@ -207,8 +207,7 @@ class _Collector:
     a thought signature stays a block of its own, as Gemini requires (a signature never moves to text
     it did not come with); every other part is a block of its own."""
 
-    def __init__(self, runtime: str = RUNTIME) -> None:
-        self.runtime = runtime
+    def __init__(self) -> None:
         self.blocks: list[dict[str, Any]] = []
         self._open: dict[str, Any] | None = None
 
@@ -288,7 +287,7 @@ class GeminiProvider:
     async def stream(self, request: Request) -> AsyncIterator[ProviderEvent]:
         contents = self._contents(request.messages)
         config = to_gemini_config(request)
-        collected = _Collector(self.name)
+        collected = _Collector()
         usage: Usage | None = None
         finish: str | None = None
         finish_message = ""
