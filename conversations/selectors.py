@@ -7,8 +7,9 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import DatabaseError
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum, TextField
 from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
 from conversations import errors
 from conversations.models import AgentConversation, ConversationMessage, ProviderCall
@@ -193,9 +194,12 @@ def conversation_fidelity(*, key: ConversationKey) -> dict[str, Any] | None:
             return None
         before = batch[-1][0] if batch else None
     # Text extraction (->>), compared here: the column is `json` on PostgreSQL, which has no equality
-    # operator, and the distinct pairs are a handful.
+    # operator, and the distinct pairs are a handful. The stored text is canonical JSON, so a plain
+    # substring test keeps every assistant row (and little else) before any row is parsed.
     pairs = (
-        rows.annotate(wire_role=KT("wire__role"), wire_fidelity=KT("wire__metadata__fidelity"))
+        rows.annotate(wire_text=Cast("wire", TextField()))
+        .filter(wire_text__contains='"role":"assistant"')
+        .annotate(wire_role=KT("wire__role"), wire_fidelity=KT("wire__metadata__fidelity"))
         .order_by()
         .values_list("wire_role", "wire_fidelity")
         .distinct()
