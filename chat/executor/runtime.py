@@ -153,8 +153,6 @@ async def _record_turn(
     )
     measure = adapter.measure_active_context(request)
     status = {"finished": "ok", "stopped": "stopped"}.get(result.status, "error")
-    final = result.final_message or {}
-    metadata = final.get("metadata") or {}
     reported = result.usage if result.usage != Usage() else None
     await sink.record_call(
         CallRecord(
@@ -183,8 +181,9 @@ async def _record_turn(
             pressure_estimated=measure.estimated,
             output_headroom=prepared.model.max_output_tokens,
             context_window=prepared.model.context_window,
-            runtime=str(metadata.get("runtime") or runtime.name),
-            fidelity=str(metadata.get("fidelity") or ""),
+            # What the firing carried, whatever its outcome: the program's declared fidelity.
+            runtime=runtime.name,
+            fidelity=runtime.fidelity,
         )
     )
 

@@ -352,6 +352,9 @@ def test_stop_ends_claude_codes_process_group_within_two_seconds_and_saves_the_t
         "metadata": {"status": "stopped", "runtime": "claude_code", "fidelity": "portable", "epoch": 1},
     }
     assert conversation_runtime_binding(key=key) == {}
+    # The request record says what the firing carried, not what its cut-off answer kept.
+    call = ProviderCall.objects.get(run_id=run_id)
+    assert (call.runtime, call.fidelity, call.status) == ("claude_code", "observable", "stopped")
 
 
 def test_a_runtime_that_is_not_installed_fails_the_run_before_starting_anything(
