@@ -6,15 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
+from chat.inventory import chat_purge_inventory
 from chat.models import ChatFeedback, ChatMessage, ChatNote, ChatProcess, ChatRun, ChatThread, ProviderProbe
 from chat.services import chat_archive, chat_end_run, chat_purge, provider_probes_forget
 from opencompany.core.admin import ReadOnlyMixin, pretty_json
+from opencompany.core.confirm import Confirmation, Group, confirmation_page, confirmed
 
 PREVIEW_CHARS = 120
 
@@ -141,24 +142,46 @@ class ChatThreadAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.action(description="Purge the selected archived chats (delete for good)…")
     def purge_chats(self, request: HttpRequest, queryset: QuerySet[ChatThread]) -> TemplateResponse | None:
-        archived = list(queryset.filter(archived_at__isnull=False).select_related("home_workflow"))
+        archived = list(
+            queryset.filter(archived_at__isnull=False).select_related("home_workflow").order_by("pk")
+        )
         skipped = queryset.filter(archived_at__isnull=True).count()
-        if request.POST.get("confirm") == "yes":
+        if confirmed(request):
             purged = sum(
                 chat_purge(workflow=t.home_workflow, chat_id=t.pk, confirm=True)["purged"] for t in archived
             )
             note = f" Skipped {skipped} current chat(s): archive them first." if skipped else ""
             self.message_user(request, f"Purged {purged} archived chat(s).{note}", messages.SUCCESS)
             return None
-        context = {
-            **self.admin_site.each_context(request),
-            "title": "Purge archived chats?",
-            "opts": self.model._meta,
-            "chats": archived,
-            "skipped": skipped,
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-        }
-        return TemplateResponse(request, "admin/chat/chatthread/purge_confirmation.html", context)
+        groups = [
+            Group(
+                f"Chat {t.pk} of {t.home_workflow}"
+                + (f": {t.title}" if t.title else "")
+                + f" (archived {t.archived_at:%Y-%m-%d %H:%M})",
+                [
+                    ("Archived chats", 1),
+                    *((line.label, line.count) for line in chat_purge_inventory(thread=t)),
+                ],
+            )
+            for t in archived
+            if t.archived_at is not None
+        ]
+        notes = (
+            [f"{skipped} current chat(s) are left alone: archive them first (New chat)."] if skipped else []
+        )
+        confirmation = Confirmation(
+            title="Purge archived chats?",
+            intro="These archived chats are deleted for good, with everything below."
+            if archived
+            else "None of the selected chats is archived: there is nothing to purge.",
+            groups=groups,
+            notes=notes,
+            submit="Yes, delete them for good",
+            possible=bool(archived),
+        )
+        return confirmation_page(
+            self, request, action="purge_chats", selected=[t.pk for t in archived], confirmation=confirmation
+        )
 
 
 @admin.register(ChatRun)

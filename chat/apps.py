@@ -7,11 +7,17 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at module level: they import models, which need the app registry.
-        from chat.executor import dispatch_run
+        from chat.executor import dispatch_run, runtime_problem
+        from chat.inventory import chat_inventory
         from chat.services import chat_owner_change_hook, chat_reset_hook, run_dispatcher_register
         from chat.store import chat_store_for_default_database, chat_store_install
         from chat.watchdog import workers_health
-        from graphs.hooks import register_owner_change_hook, register_reset_hook
+        from graphs.hooks import (
+            register_inventory,
+            register_owner_change_hook,
+            register_reset_hook,
+            register_runtime_check,
+        )
         from opencompany.core.health import register_health_check
 
         chat_store_install(chat_store_for_default_database())
@@ -19,3 +25,5 @@ class ChatConfig(AppConfig):
         register_reset_hook("chat", chat_reset_hook)
         register_health_check("workers", workers_health)
         register_owner_change_hook("chat", chat_owner_change_hook)
+        register_runtime_check("chat", runtime_problem)
+        register_inventory("chat", chat_inventory)

@@ -22,6 +22,7 @@ from chat import services
 from chat.models import TERMINAL_STATES, ChatRun, ChatThread
 from chat.selectors import chat_history, render_run_snapshot
 from graphs.selectors import workflow_for_owner
+from graphs.services import TRANSFERRED_EVENT
 from opencompany.core import gate
 from opencompany.core.asyncdb import db_call
 from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, render_error
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 MAX_FRAME_BYTES = 64 * 1024
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_TRANSFERRED = 4410
 OWNER_EVENTS = (
     "context.updated",
     "memory.updated",
@@ -303,6 +305,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # A logout closes the sockets of its session; a password change (no session named) all.
             if data.get("session") in (None, self.session_digest):
                 await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        if event == TRANSFERRED_EVENT:
+            # The workflow has a new owner: every other user's socket on it closes, saying why.
+            if data.get("workflow_id") == self.workflow_id and data.get("owner_id") != self.user.pk:
+                await self.close(code=CLOSE_TRANSFERRED)
             return
         if event in OWNER_EVENTS and data.get("workflow_id") != self.workflow_id:
             return

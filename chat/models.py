@@ -183,6 +183,8 @@ class ChatFeedback(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = "chat feedback"
+        verbose_name_plural = "chat feedback"
         constraints = [
             models.UniqueConstraint(fields=["thread", "message_uid"], name="chat_feedback_unique_message")
         ]
@@ -226,6 +228,9 @@ class ChatProcess(models.Model):
     role = models.CharField(max_length=10, choices=Role.choices)
     started_at = models.DateTimeField()
     beat_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        verbose_name_plural = "chat processes"
 
     def __str__(self) -> str:
         return f"{self.role} {self.name}"

@@ -11,12 +11,19 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import Max
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from graphs.models import Deployment, Workflow
-from graphs.selectors import live_deployment, workflow_for_owner, workflows_of, workflows_with_state
+from graphs.models import Deployment
+from graphs.readiness import chat_readiness
+from graphs.selectors import (
+    live_deployment,
+    transfers_away,
+    workflow_for_owner,
+    workflows_of,
+    workflows_with_state,
+)
 from graphs.wiring import chat_agent, has_context, node_parameters, wired_tools
 from memory.tools import TOOL_NAME as MEMORY_TOOL_NAME
 from opencompany.core.errors import ApplicationError
@@ -27,11 +34,23 @@ if TYPE_CHECKING:
 DEFAULT_CONTEXT_WINDOW = 128_000
 
 
-def _owned(request: HttpRequest, workflow_id: str) -> Workflow:
-    try:
-        return workflow_for_owner(owner=request.user, workflow_id=workflow_id)
-    except ApplicationError as exc:
-        raise Http404("No such workflow.") from exc
+NOT_DEPLOYED = "This workflow is not deployed, so nobody is listening."
+
+
+def _unavailable(request: HttpRequest, workflow_id: str) -> HttpResponse:
+    """The page for a workflow this owner cannot open: a 404 that says the workflow was transferred
+    away from them when it was, else that there is none."""
+    transfer = transfers_away(workflow_id=workflow_id, user=request.user)
+    return render(request, "chat/unavailable.html", {"transfer": transfer}, status=404)
+
+
+def cannot_answer(deployment: Deployment | None) -> str:
+    """Why the chat cannot answer now (the header and the banner say it), or "" when it can: not
+    deployed, or a live graph that cannot answer (`graphs.readiness`; e.g. its provider lost its key)."""
+    if deployment is None:
+        return NOT_DEPLOYED
+    issues = chat_readiness(deployment.graph or {})
+    return " ".join(str(issue["message"]) for issue in issues)
 
 
 def _wiring(deployment: Deployment | None) -> dict[str, Any]:
@@ -85,12 +104,16 @@ def workflow_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @ensure_csrf_cookie
 def chat_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
-    workflow = _owned(request, workflow_id)
+    try:
+        workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
+    except ApplicationError:
+        return _unavailable(request, workflow_id)
     deployment = live_deployment(workflow=workflow)
     wiring = _wiring(deployment)
     context = {
         "workflow": workflow,
         "generation": deployment.generation if deployment else 0,
         "wiring": wiring,
+        "cannot_answer": cannot_answer(deployment),
     }
     return render(request, "chat/chat.html", context)

@@ -1,15 +1,19 @@
 """Staff views of the conversation store. Read-only; writes (Clear Context, the archive purge) run as
-actions through their services. Staff search finds message text inside the stored JSON."""
+actions through their services, each after a page counting what it removes. Staff search finds message
+text inside the stored JSON."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.db.models.fields.json import KeyTransform
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 
+from conversations.inventory import archive_purge_inventory, conversation_clear_inventory
 from conversations.models import (
     AgentConversation,
     BranchSnapshot,
@@ -22,6 +26,7 @@ from conversations.selectors import PRESSURE_FIELDS, conversation_fidelity
 from conversations.services import archive_purge, conversation_clear
 from conversations.types import ConversationKey
 from opencompany.core.admin import ReadOnlyMixin, WorkflowIdFilter, pretty_json, search_json_text
+from opencompany.core.confirm import Confirmation, Group, confirmation_page, confirmed
 from opencompany.llm.fidelity import turn_fidelity
 from opencompany.llm.wire import text_of, tool_calls_of
 
@@ -147,16 +152,44 @@ class AgentConversationAdmin(ReadOnlyAdmin):
         return _label(turn) if turn is not None else "no assistant turn yet"
 
     @admin.action(
-        description="Clear Context (archive, then empty) of the selected conversations; Memory kept"
+        description="Clear Context (archive, then empty) of the selected conversations; Memory kept…"
     )
-    def clear_conversations(self, request: HttpRequest, queryset: QuerySet[AgentConversation]) -> None:
-        cleared = 0
-        for row in queryset.order_by("workflow_id", "generation", "agent_node_id"):
-            key = ConversationKey(
+    def clear_conversations(
+        self, request: HttpRequest, queryset: QuerySet[AgentConversation]
+    ) -> TemplateResponse | None:
+        keys = [
+            ConversationKey(
                 workflow_id=row.workflow_id, generation=row.generation, agent_node_id=row.agent_node_id
             )
-            cleared += int(conversation_clear(key=key).cleared)
+            for row in queryset.order_by("workflow_id", "generation", "agent_node_id")
+        ]
+        if not confirmed(request):
+            confirmation = Confirmation(
+                title="Clear Context?",
+                intro="Each selected conversation is copied into an archive, then emptied: the agent "
+                "starts its next turn with no earlier messages and no working notes. Memory is not touched.",
+                groups=[
+                    Group(
+                        f"{key.workflow_id} · generation {key.generation} · {key.agent_node_id}",
+                        [(line.label, line.count) for line in conversation_clear_inventory(key=key)],
+                    )
+                    for key in keys
+                ],
+                notes=[
+                    f"Archives are kept for {settings.OPENCOMPANY_CONTEXT_ARCHIVE_DAYS} days, then purged."
+                ],
+                submit="Yes, clear Context",
+            )
+            return confirmation_page(
+                self,
+                request,
+                action="clear_conversations",
+                selected=queryset.values_list("pk", flat=True),
+                confirmation=confirmation,
+            )
+        cleared = sum(int(conversation_clear(key=key).cleared) for key in keys)
         self.message_user(request, f"Cleared {cleared} conversation(s).", messages.SUCCESS)
+        return None
 
 
 @admin.register(ConversationMessage)
@@ -246,11 +279,31 @@ class ConversationArchiveAdmin(ReadOnlyAdmin):
     def notes_pretty(self, obj: ConversationArchive) -> str:
         return pretty_json(obj.notes)
 
-    @admin.action(description="Purge archives older than the retention window")
-    def purge_expired(self, request: HttpRequest, queryset: QuerySet[ConversationArchive]) -> None:
-        deleted = archive_purge()
-        self.message_user(
-            request, f"Purged {deleted} archive(s) past the retention window.", messages.SUCCESS
+    @admin.action(description="Purge archives older than the retention window…")
+    def purge_expired(
+        self, request: HttpRequest, queryset: QuerySet[ConversationArchive]
+    ) -> TemplateResponse | None:
+        if confirmed(request):
+            deleted = archive_purge()
+            self.message_user(
+                request, f"Purged {deleted} archive(s) past the retention window.", messages.SUCCESS
+            )
+            return None
+        confirmation = Confirmation(
+            title="Purge old Context archives?",
+            intro="Every Context archive older than the retention window is deleted for good, in every "
+            "workflow, not only the selected rows.",
+            groups=[
+                Group("Every workflow", [(line.label, line.count) for line in archive_purge_inventory()])
+            ],
+            submit="Yes, purge them",
+        )
+        return confirmation_page(
+            self,
+            request,
+            action="purge_expired",
+            selected=queryset.values_list("pk", flat=True),
+            confirmation=confirmation,
         )
 
 

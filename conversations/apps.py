@@ -6,6 +6,7 @@ class ConversationsConfig(AppConfig):
     verbose_name = "Agent conversations (Context)"
 
     def ready(self) -> None:
+        from conversations.inventory import conversations_inventory
         from conversations.services import (
             conversations_archive_for_reset,
             conversations_archive_for_workflow,
@@ -17,6 +18,7 @@ class ConversationsConfig(AppConfig):
         from graphs.hooks import (
             register_context_archiver,
             register_eraser,
+            register_inventory,
             register_owner_change_hook,
             register_reset_hook,
         )
@@ -26,4 +28,5 @@ class ConversationsConfig(AppConfig):
         register_reset_hook("conversations", conversations_archive_for_reset)
         register_eraser("conversations", conversations_erase)
         register_owner_change_hook("conversations", conversations_owner_change_hook)
+        register_inventory("conversations", conversations_inventory)
         register_notes_tool()

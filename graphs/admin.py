@@ -1,8 +1,10 @@
 """Staff views of workflows. Every write goes through the graphs services: a graph edited as JSON is
-normalized and validated by `workflow_save` (its refusal shown on the graph field, validator issue by
-issue), an owner change moves the workflow's Memory and conversations with it or is refused, deletes
-write the archive outbox. Generations, legacy artifacts and outbox rows are read-only; deployments and
-artifacts are never deleted here (only with their workflow), outbox rows only drain."""
+normalized and validated by `workflow_save` as deploy would judge it (its refusal shown on the graph
+field, validator issue by issue); the owner is changed only by the "Transfer to another owner" page,
+which lists what moves and asks for the new owner's username; a delete's confirmation page counts
+everything the delete service erases. Generations, legacy artifacts, outbox rows and transfer records
+are read-only; deployments and artifacts are never deleted here (only with their workflow), outbox rows
+only drain. A user who owns workflows is deleted only after they are transferred or deleted."""
 
 from __future__ import annotations
 
@@ -10,22 +12,30 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
 
 from graphs import services
-from graphs.models import ContextArchiveOutbox, Deployment, LegacyArtifact, Workflow
-from graphs.selectors import DRAFT_STATE, workflows_with_state
+from graphs.models import ContextArchiveOutbox, Deployment, LegacyArtifact, Workflow, WorkflowTransfer
+from graphs.selectors import DRAFT_STATE, workflow_inventory, workflows_with_state
 from opencompany.core.admin import (
     PrettyJSONField,
     ReadOnlyMixin,
     ServiceAdmin,
     pretty_json,
     preview,
+    refusal_lines,
     service_call,
 )
+from opencompany.core.errors import ApplicationError
+from opencompany.core.tokens import tokens_active_count
 
 if TYPE_CHECKING:
     from graphs.selectors import WorkflowWithState
@@ -61,8 +71,9 @@ class StateFilter(admin.SimpleListFilter):
 class WorkflowForm(forms.ModelForm):
     graph = PrettyJSONField(
         required=False,
-        help_text="The canvas graph as JSON. Saved through normalization and validation: a graph that "
-        "breaks a Context rule or wires a port that does nothing is refused with the validator's messages.",
+        help_text="The canvas graph as JSON. Saved through normalization and the same validation as "
+        "deploy: a graph that breaks a rule, or that cannot answer a chat message (no Chat Trigger wired "
+        "to an agent whose runtime is configured), is refused with the validator's messages.",
     )
     expected_revision = forms.IntegerField(widget=forms.HiddenInput, required=False)
 
@@ -85,20 +96,33 @@ class WorkflowAdmin(ServiceAdmin):
     list_select_related = ("owner",)
     readonly_fields = ("id", "revision", "created_at", "updated_at")
     inlines = [DeploymentInline]
-    actions = ["deploy", "reset"]
+    actions = ["deploy", "reset", "transfer"]
+    change_form_template = "admin/graphs/workflow/change_form.html"
     refusal_fields = {
         "invalid_context_topology": "graph",
         "unsupported_connection": "graph",
+        "validation_failed": "graph",
         "invalid_graph": "graph",
         "graph_too_large": "graph",
         "parameters_too_large": "graph",
-        "run_in_progress": "owner",
     }
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
             return ("name", "owner", "graph")
         return ("id", "name", "owner", "revision", "graph", "expected_revision", "created_at", "updated_at")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # The owner changes only through the transfer page, which says what moves with the workflow.
+        return self.readonly_fields if obj is None else (*self.readonly_fields, "owner")
+
+    def get_urls(self) -> list[URLPattern]:
+        transfer = path(
+            "<path:object_id>/transfer/",
+            self.admin_site.admin_view(self.transfer_view),
+            name="graphs_workflow_transfer",
+        )
+        return [transfer, *super().get_urls()]
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> Any:
         return self.inlines if obj is not None else []
@@ -125,25 +149,25 @@ class WorkflowAdmin(ServiceAdmin):
         data = form.cleaned_data
         if not change:
             created = service_call(
-                services.workflow_create_report, owner=data["owner"], name=data["name"], graph=data["graph"]
+                services.workflow_create_report,
+                owner=data["owner"],
+                name=data["name"],
+                graph=data["graph"],
+                deployable=True,
             )
             obj.pk = created.workflow.pk
             obj._state.adding = False
             self._report(request, created)
             return
-        stored = Workflow.objects.get(pk=obj.pk)
-        if "owner" in form.changed_data:
-            service_call(services.workflow_change_owner, workflow=stored, new_owner=data["owner"])
         if {"graph", "name"} & set(form.changed_data):
-            expected = data.get("expected_revision") or stored.revision
-            if "owner" in form.changed_data:
-                expected += 1  # the owner change above is this same edit's revision
+            stored = Workflow.objects.get(pk=obj.pk)
             written = service_call(
                 services.workflow_save,
                 workflow=stored,
                 graph=data["graph"] if "graph" in form.changed_data else stored.graph,
-                expected_revision=expected,
+                expected_revision=data.get("expected_revision") or stored.revision,
                 name=data["name"] if "name" in form.changed_data else None,
+                deployable="graph" in form.changed_data,
             )
             self._report(request, written)
 
@@ -161,10 +185,21 @@ class WorkflowAdmin(ServiceAdmin):
             self.message_user(request, f"{warning.get('code')}: {warning.get('message')}", messages.WARNING)
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
-        # The delete service removes what goes with a workflow (generations, artifacts, the chat), rows
-        # staff may not delete one by one: permission to delete the workflow is the one needed.
-        deleted, model_count, _, protected = super().get_deleted_objects(objs, request)
-        return deleted, model_count, set(), protected
+        """Each workflow with everything the delete service erases for it (Memory, Context and its
+        archives, chats, generations: rows no foreign key ties to the workflow included), counted; the
+        summary totals them. Permission to delete the workflow is the one needed: the service removes
+        rows staff may not delete one by one."""
+        deleted: list[Any] = []
+        totals: dict[str, int] = {"Workflows": 0}
+        for workflow in sorted(objs, key=lambda w: w.pk):
+            lines = workflow_inventory(owner_id=workflow.owner_id, workflow_ids=[workflow.pk])
+            totals["Workflows"] += 1
+            for line in lines:
+                totals[line.label] = totals.get(line.label, 0) + line.count
+            link = reverse("admin:graphs_workflow_change", args=[quote(workflow.pk)])
+            deleted.append(format_html('Workflow: <a href="{}">{}</a>', link, workflow))
+            deleted.append([f"{line.label}: {line.count}" for line in lines])
+        return deleted, totals, set(), []
 
     def delete_model(self, request: HttpRequest, obj: Workflow) -> None:
         service_call(services.workflow_delete, workflow=obj)
@@ -175,9 +210,19 @@ class WorkflowAdmin(ServiceAdmin):
 
     @admin.action(description="Deploy (validate and admit or refresh the live generation)")
     def deploy(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> None:
-        done = self.run_each(
-            request, queryset.order_by("pk"), lambda wf: services.workflow_deploy(workflow=wf), "deployed"
-        )
+        done = 0
+        for workflow in queryset.order_by("pk"):
+            try:
+                services.workflow_deploy(workflow=workflow, actor=request.user)
+            except ApplicationError as refused:
+                # Every issue, not just the headline: staff fix them from this message.
+                self.message_user(
+                    request,
+                    f"{workflow}: not deployed: " + " · ".join(refusal_lines(refused)),
+                    messages.ERROR,
+                )
+                continue
+            done += 1
         self.message_user(request, f"Deployed {done} workflow(s).", messages.SUCCESS)
 
     @admin.action(description="Reset (close the live generation: archive Context, apply Memory policies)")
@@ -189,6 +234,126 @@ class WorkflowAdmin(ServiceAdmin):
             "reset",
         )
         self.message_user(request, f"Reset {done} workflow(s).", messages.SUCCESS)
+
+    @admin.action(description="Transfer to another owner…")
+    def transfer(self, request: HttpRequest, queryset: QuerySet[Workflow]) -> HttpResponse | None:
+        selected = list(queryset.values_list("pk", flat=True)[:2])
+        if len(selected) != 1:
+            self.message_user(
+                request,
+                "Select exactly one workflow to transfer: each transfer is confirmed on its own page, "
+                "with what moves and the new owner's username.",
+                messages.ERROR,
+            )
+            return None
+        return HttpResponseRedirect(reverse("admin:graphs_workflow_transfer", args=[quote(selected[0])]))
+
+    def transfer_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The transfer page: what moves with the workflow, counted; the new owner and their username
+        typed to confirm. A refusal is shown on the form; a transfer goes back to the workflow."""
+        workflow = self.get_object(request, unquote(object_id))
+        if workflow is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
+        if not self.has_change_permission(request, workflow):
+            raise PermissionDenied
+        form = TransferForm(request.POST or None, workflow=workflow)
+        if request.method == "POST" and form.is_valid():
+            try:
+                record = services.workflow_transfer(
+                    workflow=workflow,
+                    new_owner=form.cleaned_data["new_owner"],
+                    confirm_username=form.cleaned_data["confirm_username"],
+                    actor=request.user,
+                )
+            except ApplicationError as refused:
+                form.add_refusal(refused)
+            else:
+                moved = ", ".join(f"{m['count']} {m['label'].lower()}" for m in record.moved if m["count"])
+                self.message_user(
+                    request,
+                    f"Transferred “{record.workflow_name}” from {record.from_username} to "
+                    f"{record.to_username}: {moved or 'nothing else was kept for it'}.",
+                    messages.SUCCESS,
+                )
+                return HttpResponseRedirect(
+                    reverse("admin:graphs_workflow_change", args=[quote(workflow.pk)])
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Transfer “{workflow.name}” to another owner",
+            "opts": self.opts,
+            "original": workflow,
+            "form": form,
+            "moves": workflow_inventory(owner_id=workflow.owner_id, workflow_ids=[workflow.pk]),
+            "tokens": tokens_active_count(user_id=workflow.owner_id),
+            "transfers": WorkflowTransfer.objects.filter(workflow_id=workflow.pk)[:10],
+        }
+        return TemplateResponse(request, "admin/graphs/workflow/transfer.html", context)
+
+
+class TransferForm(forms.Form):
+    new_owner = forms.ModelChoiceField(
+        queryset=get_user_model().objects.none(), label="New owner", help_text="Active accounts only."
+    )
+    confirm_username = forms.CharField(
+        label="Type the new owner's username to confirm",
+        max_length=150,
+        strip=True,
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+
+    def __init__(self, *args: Any, workflow: Workflow, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        users = get_user_model().objects.filter(is_active=True).exclude(pk=workflow.owner_id)
+        self.fields["new_owner"].queryset = users.order_by("username")  # type: ignore[attr-defined]
+
+    def add_refusal(self, refused: ApplicationError) -> None:
+        """The service's refusal on the field it names (else on the form), with its code."""
+        fields = refused.extra.get("fields") if isinstance(refused.extra.get("fields"), dict) else {}
+        for name, problems in (fields or {}).items():
+            for problem in problems if isinstance(problems, list) else [problems]:
+                self.add_error(name if name in self.fields else None, str(problem))
+        self.add_error(None, f"{refused.message} ({refused.code})")
+
+
+@admin.register(WorkflowTransfer)
+class WorkflowTransferAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    """Who gave which workflow to whom, when, and what moved with it. Written only by a transfer."""
+
+    list_display = (
+        "created_at",
+        "workflow_id",
+        "workflow_name",
+        "from_username",
+        "to_username",
+        "actor_username",
+        "summary",
+    )
+    list_filter = ("created_at",)
+    search_fields = ("workflow_id", "workflow_name", "from_username", "to_username", "actor_username")
+    readonly_fields = (
+        "workflow_id",
+        "workflow_name",
+        "from_owner",
+        "from_username",
+        "to_owner",
+        "to_username",
+        "actor",
+        "actor_username",
+        "created_at",
+        "moved_readable",
+        "tokens_stopped",
+    )
+    exclude = ("moved",)
+
+    @admin.display(description="what moved")
+    def summary(self, obj: WorkflowTransfer) -> str:
+        return preview(", ".join(f"{m['count']} {m['label'].lower()}" for m in obj.moved if m.get("count")))
+
+    @admin.display(description="what moved")
+    def moved_readable(self, obj: WorkflowTransfer) -> str:
+        rows = ((m.get("label"), m.get("count")) for m in obj.moved)
+        return format_html("<ul>{}</ul>", format_html_join("", "<li>{}: {}</li>", rows))
 
 
 @admin.register(Deployment)
@@ -291,13 +456,43 @@ User = get_user_model()
 
 
 class OwnerAwareUserAdmin(UserAdmin):
-    """A user who owns workflows is not deleted raw: the cascade would skip each workflow's delete
-    service (its archive outbox). Delete or give away their workflows first."""
+    """A user who owns workflows is not deleted: the cascade would skip each workflow's delete service
+    (its Memory, Context and archive outbox). The delete page, single or bulk, lists their workflows,
+    each with a link to transfer it to another owner and one to delete it, and deletes nothing."""
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is not None and Workflow.objects.filter(owner=obj).exists():
-            return False
-        return super().has_delete_permission(request, obj)
+    delete_confirmation_template = "admin/auth/user/owner_delete_confirmation.html"
+    delete_selected_confirmation_template = "admin/auth/user/owner_delete_selected_confirmation.html"
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        users = list(objs)
+        owned = list(
+            Workflow.objects.filter(owner__in=[u.pk for u in users])
+            .select_related("owner")
+            .order_by("owner__username", "name", "pk")
+        )
+        if not owned:
+            return super().get_deleted_objects(objs, request)
+        protected = [
+            format_html(
+                '{} owns workflow “{}”: <a href="{}">transfer it to another owner</a> or '
+                '<a href="{}">delete it</a>',
+                workflow.owner.get_username(),
+                workflow.name,
+                reverse("admin:graphs_workflow_transfer", args=[quote(workflow.pk)]),
+                reverse("admin:graphs_workflow_delete", args=[quote(workflow.pk)]),
+            )
+            for workflow in owned
+        ]
+        return [], {}, set(), protected
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        if Workflow.objects.filter(owner=obj).exists():
+            # A workflow given to the user after the page was drawn: the same rule, said plainly.
+            self.message_user(
+                request, f"Not deleted: {obj} owns workflows; transfer or delete them first.", messages.ERROR
+            )
+            return
+        super().delete_model(request, obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         owners = set(Workflow.objects.filter(owner__in=queryset).values_list("owner_id", flat=True))
@@ -305,7 +500,7 @@ class OwnerAwareUserAdmin(UserAdmin):
             names = ", ".join(sorted(str(u) for u in queryset.filter(pk__in=owners)))
             self.message_user(
                 request,
-                f"Not deleted: {names} own workflows; delete or give those away first.",
+                f"Not deleted: {names} own workflows; transfer or delete those first.",
                 messages.ERROR,
             )
         queryset.exclude(pk__in=owners).delete()

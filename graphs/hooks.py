@@ -8,10 +8,16 @@
 - Erasers: called inside the transaction that deletes workflows with `(owner_id, workflow_ids)`
   (`workflow_ids=None`: everything the owner has, workflows gone earlier included); they delete every
   row they keep for those workflows, content and history alike. Return a JSON-safe dict of counts.
-- Owner-change hooks: called inside `workflow_change_owner`'s transaction (the workflow row locked)
+- Owner-change hooks: called inside `workflow_transfer`'s transaction (the workflow row locked)
   with an `OwnerChange`; each moves what its app keys by the workflow's owner to the new owner, or
   raises an `ApplicationError` to refuse the change (everything rolls back). Return a JSON-safe dict
   of counts.
+- Inventories: called with `(owner_id, workflow_ids)` (read only); each returns `InventoryLine`s, what its
+  app keeps for those workflows, counted, so a transfer and a delete can say what they move or erase
+  before they do it. Every row an eraser deletes or an owner-change hook moves is counted by some line.
+- Runtime checks: called with an agent node's parameters; return None when the runtime it names can
+  answer on this server, else a sentence saying what is missing. Deploy refuses an agent that cannot
+  answer (`graphs.readiness`).
 """
 
 from __future__ import annotations
@@ -36,15 +42,29 @@ class OwnerChange:
     new_owner_id: int
 
 
+@dataclass(frozen=True)
+class InventoryLine:
+    """`count` rows of one kind (`key`, stable; `label`, what staff read), kept by `app`."""
+
+    app: str
+    key: str
+    label: str
+    count: int
+
+
 ContextArchiver = Callable[..., dict[str, Any]]
 ResetHook = Callable[[ResetContext], dict[str, Any]]
 Eraser = Callable[..., dict[str, int]]
 OwnerChangeHook = Callable[[OwnerChange], dict[str, Any]]
+Inventory = Callable[..., list[InventoryLine]]
+RuntimeCheck = Callable[[dict[str, Any]], str | None]
 
 _archivers: dict[str, ContextArchiver] = {}
 _reset_hooks: dict[str, ResetHook] = {}
 _erasers: dict[str, Eraser] = {}
 _owner_change_hooks: dict[str, OwnerChangeHook] = {}
+_inventories: dict[str, Inventory] = {}
+_runtime_checks: dict[str, RuntimeCheck] = {}
 
 
 def register_context_archiver(name: str, archiver: ContextArchiver) -> None:
@@ -77,3 +97,19 @@ def register_owner_change_hook(name: str, hook: OwnerChangeHook) -> None:
 
 def owner_change_hooks() -> dict[str, OwnerChangeHook]:
     return dict(_owner_change_hooks)
+
+
+def register_inventory(name: str, inventory: Inventory) -> None:
+    _inventories[name] = inventory
+
+
+def inventories() -> dict[str, Inventory]:
+    return dict(_inventories)
+
+
+def register_runtime_check(name: str, check: RuntimeCheck) -> None:
+    _runtime_checks[name] = check
+
+
+def runtime_checks() -> dict[str, RuntimeCheck]:
+    return dict(_runtime_checks)

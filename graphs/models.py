@@ -85,6 +85,39 @@ class LegacyArtifact(models.Model):
         return f"{self.kind} {self.memory_node_id} -> {self.agent_node_id}"
 
 
+class WorkflowTransfer(models.Model):
+    """A workflow given to another owner: from whom, to whom, by which staff member, when, and what
+    moved with it (the inventory counted in the same transaction). A record outlives the workflow and
+    the accounts it names: the usernames are kept beside the links."""
+
+    id = models.BigAutoField(primary_key=True)
+    workflow_id = models.CharField(max_length=40, db_index=True)
+    workflow_name = models.CharField(max_length=WORKFLOW_NAME_MAX)
+    from_owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    from_username = models.CharField(max_length=150)
+    to_owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    to_username = models.CharField(max_length=150)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_username = models.CharField(max_length=150)
+    moved = models.JSONField(default=list, blank=True, help_text="What moved: [{app, key, label, count}].")
+    tokens_stopped = models.PositiveIntegerField(
+        default=0, help_text="API tokens of the old owner that stopped reaching this workflow."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}: {self.from_username} → {self.to_username}"
+
+
 class ContextArchiveOutbox(models.Model):
     """Written in the same transaction as a graph change that removes a Context; drained by the
     registered archivers; retried until done, a failed row no sooner than `next_attempt_at` (backoff) by
@@ -117,6 +150,8 @@ class ContextArchiveOutbox(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+        verbose_name = "Context archive outbox entry"
+        verbose_name_plural = "Context archive outbox entries"
         indexes = [
             models.Index(fields=["workflow_id", "state"], name="ctxarc_workflow_state"),
             models.Index(

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from django.db.models import OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
-from graphs.models import ContextArchiveOutbox, Deployment, Workflow
+from graphs.hooks import InventoryLine, inventories
+from graphs.models import ContextArchiveOutbox, Deployment, LegacyArtifact, Workflow, WorkflowTransfer
 from graphs.specs import get_node_spec
 from opencompany.core import gate
 from opencompany.core.errors import not_found
@@ -109,3 +110,53 @@ def pending_archives_count(*, workflow_id: str) -> int:
     return ContextArchiveOutbox.objects.filter(
         workflow_id=workflow_id, state=ContextArchiveOutbox.State.PENDING
     ).count()
+
+
+# The order the apps' lines are shown in; an app not named here comes after, by name.
+_INVENTORY_RANK = {app: rank for rank, app in enumerate(("chat", "memory", "conversations", "graphs"))}
+
+
+def _graphs_inventory(*, owner_id: int, workflow_ids: list[str]) -> list[InventoryLine]:
+    ids = list(workflow_ids)
+    return [
+        InventoryLine(
+            "graphs",
+            "deployments",
+            "Generations (deployments)",
+            Deployment.objects.filter(workflow_id__in=ids).count(),
+        ),
+        InventoryLine(
+            "graphs",
+            "legacy_artifacts",
+            "Recovered legacy memory notes",
+            LegacyArtifact.objects.filter(workflow_id__in=ids).count(),
+        ),
+        InventoryLine(
+            "graphs",
+            "archive_outbox",
+            "Context archive outbox entries",
+            ContextArchiveOutbox.objects.filter(owner_id=owner_id, workflow_id__in=ids).count(),
+        ),
+    ]
+
+
+def workflow_inventory(*, owner_id: int, workflow_ids: list[str]) -> list[InventoryLine]:
+    """Everything kept for these workflows of `owner_id`, counted per kind: what a transfer moves and
+    what a delete erases (chats, Memory, Context and its archives, generations). Every registered app
+    inventory (`graphs.hooks`) plus the graphs app's own rows, in a fixed order; kinds with no rows
+    are listed too (a count of 0 says there is none)."""
+    lines = {"graphs": _graphs_inventory(owner_id=owner_id, workflow_ids=workflow_ids)}
+    for name, inventory in inventories().items():
+        lines[name] = inventory(owner_id=owner_id, workflow_ids=list(workflow_ids))
+    order = sorted(lines, key=lambda app: (_INVENTORY_RANK.get(app, len(_INVENTORY_RANK)), app))
+    return [line for app in order for line in lines[app]]
+
+
+def transfers_away(*, workflow_id: str, user: Any) -> WorkflowTransfer | None:
+    """The latest transfer that took `workflow_id` away from `user`, when they no longer own it
+    (None otherwise): what their chat page says instead of "not found"."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    if Workflow.objects.filter(pk=str(workflow_id)[:40], owner=user).exists():
+        return None
+    return WorkflowTransfer.objects.filter(workflow_id=str(workflow_id)[:40], from_owner=user).first()

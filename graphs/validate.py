@@ -48,6 +48,20 @@ CYCLE = "cycle"
 UNSUPPORTED_CONNECTION = "unsupported_connection"
 
 CONTEXT_TOPOLOGY_CODES = frozenset({INVALID_CONTEXT_EDGE, MULTIPLE_CONTEXTS, SHARED_CONTEXT})
+# Every error code the validator reports (its warnings: `LEGACY_MEMORY_EDGE`), for the API schema.
+ERROR_CODES = (
+    DUPLICATE_NODE_ID,
+    DANGLING_EDGE,
+    INVALID_CONTEXT_EDGE,
+    MULTIPLE_CONTEXTS,
+    SHARED_CONTEXT,
+    INVALID_TEAM_EDGE,
+    UNKNOWN_NODE_TYPE,
+    UNKNOWN_PORT,
+    UNSUPPORTED_CONNECTION,
+    INVALID_PARAM,
+    CYCLE,
+)
 # What save refuses on: the Context rules, and wires the runtime would silently ignore.
 SAVE_REFUSED_CODES = CONTEXT_TOPOLOGY_CODES | {UNSUPPORTED_CONNECTION}
 

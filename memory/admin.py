@@ -1,9 +1,11 @@
 """Staff views of Memory. Edits and deletes go through the services, with the item's scope derived by
-`memory_scope` like every other caller: a staff edit bumps the version, writes a revision and publishes
-`memory.updated`, and a refusal (a stale version, a limit) is shown on the form, never beside a
-success. Expired items stay listed for staff (the expiry filter) and read-only; removed items live on as
-revisions (the "removed" filter). Namespaces, revisions, receipts and embeddings are read-only; Clear
-Memory and the expiry purge run as actions through their services."""
+`memory_scope` like every other caller: a staff edit (recorded as `staff:<id>`) bumps the version,
+writes a revision and publishes `memory.updated`, and a refusal (a stale version, a limit, blank content,
+a save that changes nothing) is shown on the form with the API's message, never beside a success. An
+expiry in the past is refused on the form; "Expire now" hides items on purpose. Expired items stay
+listed for staff (the expiry filter) and read-only; removed items live on as revisions (the "removed"
+filter). Namespaces, revisions, receipts and embeddings are read-only; Clear Memory and the expiry
+purge run as actions through their services, each after a page counting what it removes."""
 
 from __future__ import annotations
 
@@ -11,13 +13,15 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from graphs.models import Workflow
 from memory import fields as f
 from memory import services
+from memory.inventory import memory_clear_inventory, memory_purge_inventory
 from memory.models import MemoryEmbedding, MemoryItem, MemoryNamespace, MemoryReceipt, MemoryRevision
 from memory.scope import MemoryScope, memory_scope, namespace_for
 from opencompany.core import gate
@@ -30,6 +34,7 @@ from opencompany.core.admin import (
     preview,
     service_call,
 )
+from opencompany.core.confirm import Confirmation, Group, confirmation_page, confirmed
 from opencompany.core.errors import ApplicationError
 
 
@@ -128,8 +133,10 @@ class MemoryRevisionInline(admin.TabularInline):
 
 
 class MemoryItemForm(forms.ModelForm):
+    # Not required here: blank content reaches the service, which refuses it with the API's message.
     content = forms.CharField(
         widget=forms.Textarea,
+        required=False,
         max_length=f.CONTENT_MAX,
         strip=False,
         help_text=f"At most {f.CONTENT_MAX} characters.",
@@ -154,6 +161,18 @@ class MemoryItemForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.fields["expected_version"].initial = self.instance.version
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        expires_at = cleaned.get("expires_at")
+        if "expires_at" in self.changed_data and expires_at is not None and expires_at <= timezone.now():
+            # A past expiry hides the item from the agent and the owner at once: that is "Expire now".
+            self.add_error(
+                "expires_at",
+                "This time has passed: the item would disappear from the agent and the owner's panel "
+                "at once. Choose a future time, or use the “Expire now” action to hide it on purpose.",
+            )
+        return cleaned
 
 
 @admin.register(MemoryItem)
@@ -208,7 +227,7 @@ class MemoryItemAdmin(ServiceAdmin):
         *readonly_fields[5:],
     )
     inlines = [MemoryRevisionInline]
-    actions = ["purge_expired"]
+    actions = ["expire_now", "purge_expired"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -230,11 +249,10 @@ class MemoryItemAdmin(ServiceAdmin):
         return "active"
 
     def save_model(self, request: HttpRequest, obj: MemoryItem, form: Any, change: bool) -> None:
+        # Every save goes to the service, an unchanged one too: it refuses a patch with nothing in it.
         patch = {
             name: form.cleaned_data[name] for name in form.changed_data if name in MemoryItemForm.Meta.fields
         }
-        if not patch:
-            return
         stored = MemoryItem.objects.get(pk=obj.pk)
         expected = form.cleaned_data.get("expected_version") or stored.version
         result = service_call(
@@ -243,7 +261,7 @@ class MemoryItemAdmin(ServiceAdmin):
             memory_id=stored.memory_id,
             expected_version=int(expected),
             patch=patch,
-            actor=services.actor_for_user(request.user),
+            actor=services.staff_actor(request.user),
         )
         obj.version = result.memory["version"]
 
@@ -253,7 +271,7 @@ class MemoryItemAdmin(ServiceAdmin):
             scope=service_call(scope_of_item, item=obj, orphan_ok=True),
             memory_id=obj.memory_id,
             expected_version=obj.version,
-            actor=services.actor_for_user(request.user),
+            actor=services.staff_actor(request.user),
         )
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[MemoryItem]) -> None:
@@ -261,10 +279,50 @@ class MemoryItemAdmin(ServiceAdmin):
             request, queryset.order_by("pk"), lambda item: self.delete_model(request, item), "deleted"
         )
 
-    @admin.action(description="Purge every expired item (all namespaces)")
-    def purge_expired(self, request: HttpRequest, queryset: QuerySet[MemoryItem]) -> None:
-        removed = services.memory_purge_expired()
-        self.message_user(request, f"Purged {removed} expired item(s).", messages.SUCCESS)
+    @admin.action(description="Expire now (hide the selected items from the agent and the owner)")
+    def expire_now(self, request: HttpRequest, queryset: QuerySet[MemoryItem]) -> None:
+        actor = services.staff_actor(request.user)
+        now = timezone.now()
+
+        def expire(item: MemoryItem) -> None:
+            services.memory_update(
+                scope=scope_of_item(item),
+                memory_id=item.memory_id,
+                expected_version=item.version,
+                patch={"expires_at": now},
+                actor=actor,
+            )
+
+        active = queryset.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now)).order_by("pk")
+        done = self.run_each(request, active, expire, "expired")
+        self.message_user(
+            request,
+            f"Expired {done} item(s): hidden from the agent and the owner; the expiry purge deletes them.",
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Purge every expired item (all namespaces)…")
+    def purge_expired(self, request: HttpRequest, queryset: QuerySet[MemoryItem]) -> TemplateResponse | None:
+        if confirmed(request):
+            removed = services.memory_purge_expired()
+            self.message_user(request, f"Purged {removed} expired item(s).", messages.SUCCESS)
+            return None
+        confirmation = Confirmation(
+            title="Purge every expired Memory item?",
+            intro="Every Memory item whose expiry has passed is deleted, in every workflow, not only the "
+            "selected rows. Their revisions keep who changed them and when, without content.",
+            groups=[
+                Group("Every namespace", [(line.label, line.count) for line in memory_purge_inventory()])
+            ],
+            submit="Yes, purge them",
+        )
+        return confirmation_page(
+            self,
+            request,
+            action="purge_expired",
+            selected=queryset.values_list("pk", flat=True),
+            confirmation=confirmation,
+        )
 
 
 @admin.register(MemoryNamespace)
@@ -284,9 +342,33 @@ class MemoryNamespaceAdmin(ReadOnlyMixin, ServiceAdmin):
     )
     actions = ["clear_memory"]
 
-    @admin.action(description="Clear Memory (remove every item of the selected namespaces; Context kept)")
-    def clear_memory(self, request: HttpRequest, queryset: QuerySet[MemoryNamespace]) -> None:
-        actor = services.actor_for_user(request.user)
+    @admin.action(description="Clear Memory (remove every item of the selected namespaces; Context kept)…")
+    def clear_memory(
+        self, request: HttpRequest, queryset: QuerySet[MemoryNamespace]
+    ) -> TemplateResponse | None:
+        namespaces = list(queryset.order_by("pk"))
+        if not confirmed(request):
+            confirmation = Confirmation(
+                title="Clear Memory?",
+                intro="Every item of the selected Memory namespaces is removed, expired ones too; the "
+                "agents' Context is not touched.",
+                groups=[
+                    Group(
+                        f"{namespace.workflow_id} · {namespace.memory_node_id}",
+                        [(line.label, line.count) for line in memory_clear_inventory(namespace=namespace.pk)],
+                    )
+                    for namespace in namespaces
+                ],
+                submit="Yes, clear Memory",
+            )
+            return confirmation_page(
+                self,
+                request,
+                action="clear_memory",
+                selected=[n.pk for n in namespaces],
+                confirmation=confirmation,
+            )
+        actor = services.staff_actor(request.user)
         cleared = {"items": 0}
 
         def clear(namespace: MemoryNamespace) -> None:
@@ -294,10 +376,11 @@ class MemoryNamespaceAdmin(ReadOnlyMixin, ServiceAdmin):
                 scope=scope_of_namespace(namespace), actor=actor
             ).cleared
 
-        done = self.run_each(request, queryset.order_by("pk"), clear, "cleared")
+        done = self.run_each(request, namespaces, clear, "cleared")
         self.message_user(
             request, f"Cleared {done} namespace(s): {cleared['items']} item(s) removed.", messages.SUCCESS
         )
+        return None
 
 
 @admin.register(MemoryRevision)

@@ -6,7 +6,13 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self) -> None:
-        from graphs.hooks import register_eraser, register_owner_change_hook, register_reset_hook
+        from graphs.hooks import (
+            register_eraser,
+            register_inventory,
+            register_owner_change_hook,
+            register_reset_hook,
+        )
+        from memory.inventory import memory_inventory
         from memory.services import memory_erase, memory_owner_change_hook
         from memory.store import memory_store_use, store_for_database
         from memory.tools import MEMORY_TOOL, memory_reset_hook
@@ -17,3 +23,4 @@ class MemoryConfig(AppConfig):
         register_reset_hook("memory", memory_reset_hook)
         register_eraser("memory", memory_erase)
         register_owner_change_hook("memory", memory_owner_change_hook)
+        register_inventory("memory", memory_inventory)

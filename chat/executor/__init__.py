@@ -16,7 +16,7 @@ names from this package.
 """
 
 from chat.executor.dispatch import dispatch_run, run_loop_for_process, spawn
-from chat.executor.prepare import DEFAULT_MODELS, Prepared, prepare_run, provider_config
+from chat.executor.prepare import DEFAULT_MODELS, Prepared, prepare_run, provider_config, runtime_problem
 from chat.executor.run import execute_run
 from chat.executor.sink import ConversationSink
 from chat.executor.stop import STOP_POLL_S
@@ -35,5 +35,6 @@ __all__ = [
     "prepare_run",
     "provider_config",
     "run_loop_for_process",
+    "runtime_problem",
     "spawn",
 ]

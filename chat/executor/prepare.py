@@ -113,17 +113,29 @@ def runtime_config() -> RuntimeConfig:
     )
 
 
-def _runtime(model: ModelSettings) -> str | None:
-    """The runtime the run will talk to, or None when its provider (or program) is not configured: the
-    run then fails building it, and the stored conversation is not handed off for it."""
+def _runtime_problem(model: ModelSettings) -> str | None:
+    """Why the provider (or agent program) `model` names cannot be built here, or None when it can."""
     try:
         if is_runtime(model.provider):
             get_runtime(model.provider, config=runtime_config())
         else:
             get_provider(model, config=provider_config())
-    except ProviderError:
-        return None
-    return model.provider
+    except ProviderError as exc:
+        return exc.message
+    return None
+
+
+def runtime_problem(parameters: dict[str, Any]) -> str | None:
+    """Runtime check (`graphs.hooks`): why an agent with these node parameters cannot answer on this
+    server (no key, no program installed, an unknown model), or None when its runtime can be built.
+    No network access: a key that the provider would refuse passes."""
+    return _runtime_problem(_model_settings(parameters))
+
+
+def _runtime(model: ModelSettings) -> str | None:
+    """The runtime the run will talk to, or None when its provider (or program) is not configured: the
+    run then fails building it, and the stored conversation is not handed off for it."""
+    return None if _runtime_problem(model) is not None else model.provider
 
 
 def prepare_run(run: ChatRun, *, claimant: str, stop: asyncio.Event | None = None) -> Prepared:

@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 from graphs import errors, services
 from graphs.api import serializers as s
 from graphs.models import Workflow
+from graphs.readiness import READINESS_CODES
 from graphs.selectors import (
     DRAFT_STATE,
     latest_deployment,
@@ -22,13 +23,32 @@ from graphs.selectors import (
     workflows_with_state,
 )
 from graphs.specs import node_specs_payload
-from graphs.validate import validate_workflow
-from opencompany.core.openapi import api_errors, api_links
+from graphs.validate import ERROR_CODES, validate_workflow
+from opencompany.core.openapi import api_error_extra, api_errors, api_links
 from opencompany.core.pagination import NewestFirst, page_body
 
 if TYPE_CHECKING:
     from graphs.selectors import WorkflowWithState
 
+
+# `extra` of a refused deploy: every issue, with the validator's codes and the "can answer" codes.
+_DEPLOY_ISSUES = {
+    "errors": {
+        "type": "array",
+        "description": "Every issue: the validator's errors, then what keeps the graph from answering a chat "
+        "message (no Chat Trigger, no agent wired to it, an agent whose runtime is not configured here).",
+        "items": {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "enum": [*ERROR_CODES, *READINESS_CODES]},
+                "node_id": {"type": ["string", "null"]},
+                "message": {"type": "string"},
+            },
+            "required": ["code", "node_id", "message"],
+        },
+    },
+    "warnings": {"type": "array", "items": {"type": "object"}},
+}
 
 # What a client does next with a workflow it created (OpenAPI links of the create).
 _WORKFLOW_OPERATIONS = ("workflow_retrieve", "workflow_deploy", "workflow_export", "workflow_validate")
@@ -173,9 +193,14 @@ class WorkflowDeployView(APIView):
         request=None,
         responses=s.DeploySerializer,
         summary="Deploy (admits a generation)",
+        description="Refused with `validation_failed` (400), writing nothing, when the graph has a "
+        "validation error or cannot answer a chat message: no Chat Trigger (`no_chat_trigger`), no agent "
+        "wired to it (`no_agent`), or an agent whose provider or program is not configured on this "
+        "server (`runtime_unavailable`). `extra.errors` lists every issue with its code and node.",
         operation_id="workflow_deploy",
     )
     @api_errors({400: [*errors.GRAPH_INPUT_CODES, errors.VALIDATION_FAILED]})
+    @api_error_extra(400, _DEPLOY_ISSUES)
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = workflow_for_owner(owner=request.user, workflow_id=workflow_id)
         deployment = services.workflow_deploy(workflow=workflow, actor=request.user)

@@ -4,15 +4,14 @@ Every entry point owns its transaction, and every graph passes the limits check 
 it is validated or stored.
 
 Modules: `_common` (the write report, the limits check, normalization, the refusals), `crud` (create,
-save, get, owner change, import, export, add-subagent), `erase` (workflow delete and the owner's
-erase-all), `lifecycle` (deploy and reset: generations), `outbox` (enqueue and drain of the Context
-archive outbox). Import the public names from this package.
+save, get, import, export, add-subagent), `erase` (workflow delete and the owner's erase-all),
+`lifecycle` (deploy and reset: generations), `outbox` (enqueue and drain of the Context archive outbox),
+`transfer` (ownership transfer). Import the public names from this package.
 """
 
 from graphs.services._common import EMPTY_GRAPH, GraphWrite, clean_workflow_name, graph_normalize
 from graphs.services.crud import (
     workflow_add_subagent,
-    workflow_change_owner,
     workflow_create,
     workflow_create_report,
     workflow_export,
@@ -23,9 +22,11 @@ from graphs.services.crud import (
 from graphs.services.erase import owner_data_erase, workflow_delete
 from graphs.services.lifecycle import workflow_deploy, workflow_reset
 from graphs.services.outbox import outbox_drain, outbox_drain_due, outbox_next_due
+from graphs.services.transfer import TRANSFERRED_EVENT, workflow_transfer
 
 __all__ = [
     "EMPTY_GRAPH",
+    "TRANSFERRED_EVENT",
     "GraphWrite",
     "clean_workflow_name",
     "graph_normalize",
@@ -34,7 +35,6 @@ __all__ = [
     "outbox_next_due",
     "owner_data_erase",
     "workflow_add_subagent",
-    "workflow_change_owner",
     "workflow_create",
     "workflow_create_report",
     "workflow_delete",
@@ -44,4 +44,5 @@ __all__ = [
     "workflow_import",
     "workflow_reset",
     "workflow_save",
+    "workflow_transfer",
 ]

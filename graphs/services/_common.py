@@ -12,6 +12,7 @@ from graphs.constants import GRAPH_VERSION, NODE_ID_MAX, WORKFLOW_NAME_MAX
 from graphs.limits import GraphLimits, graph_limit_breach
 from graphs.models import Workflow
 from graphs.normalize import GraphShapeError, NormalizationResult, normalize_workflow_graph
+from graphs.readiness import chat_readiness
 from graphs.validate import CONTEXT_TOPOLOGY_CODES, UNSUPPORTED_CONNECTION, validate_workflow
 from opencompany.core.errors import ApplicationError, invalid
 
@@ -111,5 +112,26 @@ def _refuse_any_error(graph: dict[str, Any]) -> Report:
             errors.VALIDATION_FAILED,
             f"The graph has {len(report['errors'])} validation error(s).",
             {"errors": report["errors"], "warnings": report["warnings"]},
+        )
+    return report
+
+
+def _issues_sentence(issues: list[dict[str, Any]]) -> str:
+    """The first issue's message, and how many more there are."""
+    first = str(issues[0].get("message") or issues[0].get("code")).rstrip(".")
+    more = len(issues) - 1
+    return f"{first} (and {more} more issue{'s' if more != 1 else ''})." if more else f"{first}."
+
+
+def _refuse_undeployable(graph: dict[str, Any]) -> Report:
+    """Full validation report; raises `validation_failed` when it holds any error or when the graph
+    cannot answer a chat message (`graphs.readiness`), every issue in `extra.errors`."""
+    report = validate_workflow(graph)
+    issues = [*report["errors"], *chat_readiness(graph)]
+    if issues:
+        raise ApplicationError(
+            errors.VALIDATION_FAILED,
+            f"Not deployable: {_issues_sentence(issues)}",
+            {"errors": issues, "warnings": report["warnings"]},
         )
     return report

@@ -24,7 +24,6 @@ from graphs.constants import (
     MAIN_OUTPUT_HANDLE,
     TEAMMATES_INPUT_HANDLE,
 )
-from graphs.hooks import OwnerChange, owner_change_hooks
 from graphs.models import ContextArchiveOutbox, LegacyArtifact, Workflow
 from graphs.normalize import NormalizationResult
 from graphs.selectors import node_in_graph, nodes_of_type
@@ -33,6 +32,7 @@ from graphs.services._common import (
     GraphWrite,
     _refuse_any_error,
     _refuse_topology,
+    _refuse_undeployable,
     clean_workflow_name,
     graph_normalize,
 )
@@ -82,14 +82,17 @@ def workflow_create(*, owner: Any, name: str, graph: Any = None) -> Workflow:
 
 @transaction.atomic
 def workflow_create_report(
-    *, owner: Any, name: str, graph: Any = None, full_validation: bool = False
+    *, owner: Any, name: str, graph: Any = None, full_validation: bool = False, deployable: bool = False
 ) -> GraphWrite:
     """As `workflow_create`, returning aliases, warnings and the validation report. With
-    `full_validation` (import) any validation error refuses with `validation_failed`."""
+    `full_validation` (import) any validation error refuses with `validation_failed`; with `deployable`
+    (the admin) so does a graph deploy would refuse (one that cannot answer a chat message)."""
     name = clean_workflow_name(name)
     workflow_id = mint_id("wf")
     result = graph_normalize(workflow_id=workflow_id, graph=graph if graph is not None else EMPTY_GRAPH)
     report = _refuse_any_error(result.graph) if full_validation else _refuse_topology(result)
+    if deployable:
+        report = _refuse_undeployable(result.graph)
     workflow = Workflow.objects.create(id=workflow_id, owner=owner, name=name, graph=result.graph)
     _record_artifacts(workflow, result)
     _publish_workflow(workflow, "created")
@@ -98,19 +101,27 @@ def workflow_create_report(
 
 @transaction.atomic
 def workflow_save(
-    *, workflow: Workflow, graph: Any, expected_revision: int, name: str | None = None
+    *,
+    workflow: Workflow,
+    graph: Any,
+    expected_revision: int,
+    name: str | None = None,
+    deployable: bool = False,
 ) -> GraphWrite:
     """Replace the graph (and name) if the stored revision is `expected_revision`.
 
     Refuses a stale revision (`revision_conflict`, with `extra.current_revision`) and Context-topology
     errors (`invalid_context_topology`), wires that would do nothing (`unsupported_connection`) and a
-    bad name (`invalid_request`), writing nothing. A Context node that disappears gets an archive
-    outbox row in this same transaction; the drain runs after commit.
+    bad name (`invalid_request`), writing nothing. With `deployable` (the admin, where nobody saves a
+    draft) it also refuses what deploy would (`validation_failed`). A Context node that disappears
+    gets an archive outbox row in this same transaction; the drain runs after commit.
     """
     if name is not None:
         name = clean_workflow_name(name)
     result = graph_normalize(workflow_id=workflow.pk, graph=graph)
     report = _refuse_topology(result)
+    if deployable:
+        report = _refuse_undeployable(result.graph)
     locked = Workflow.objects.select_for_update().get(pk=workflow.pk)
     if locked.revision != expected_revision:
         raise ApplicationError(
@@ -157,41 +168,6 @@ def workflow_get(*, workflow: Workflow) -> GraphWrite:
         warnings=result.warnings,
         validation=validate_workflow(result.graph),
     )
-
-
-@transaction.atomic
-def workflow_change_owner(*, workflow: Workflow, new_owner: Any) -> dict[str, Any]:
-    """Give the workflow, and everything keyed by its owner, to `new_owner` in one transaction.
-
-    Every registered owner-change hook moves what its app keys by the owner (Memory moves each of the
-    workflow's namespaces to the one derived for the new owner, so recall keeps working; conversations,
-    archives and snapshots follow) or refuses (a live chat run: `run_in_progress`), and nothing is
-    written. Then the workflow row and its pending archive outbox rows take the new owner. Giving a
-    workflow to its owner writes nothing. Returns `{changed, hooks}` with what each hook did.
-    """
-    locked = Workflow.objects.select_for_update().get(pk=workflow.pk)
-    if new_owner is None or getattr(new_owner, "pk", None) is None:
-        raise ApplicationError(
-            "invalid_request", "Choose the new owner.", {"fields": {"owner": ["Required."]}}
-        )
-    if new_owner.pk == locked.owner_id:
-        return {"changed": False, "hooks": {}}
-    change = OwnerChange(workflow_id=locked.pk, old_owner_id=locked.owner_id, new_owner_id=new_owner.pk)
-    outcomes = {name: hook(change) for name, hook in sorted(owner_change_hooks().items())}
-    Workflow.objects.filter(pk=locked.pk).update(
-        owner_id=new_owner.pk, revision=F("revision") + 1, updated_at=timezone.now()
-    )
-    ContextArchiveOutbox.objects.filter(
-        workflow_id=locked.pk, state=ContextArchiveOutbox.State.PENDING
-    ).update(owner_id=new_owner.pk)
-    locked.refresh_from_db()
-    for owner_id in (change.old_owner_id, change.new_owner_id):
-        publish_on_commit(
-            owner_group(owner_id),
-            "workflow.updated",
-            {"workflow_id": locked.pk, "revision": locked.revision, "change": "owner"},
-        )
-    return {"changed": True, "hooks": outcomes}
 
 
 def workflow_import(*, owner: Any, name: str, graph: Any) -> GraphWrite:

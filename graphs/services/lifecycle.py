@@ -10,14 +10,16 @@ from django.utils import timezone
 from graphs.hooks import ResetContext, reset_hooks
 from graphs.models import Deployment, Workflow
 from graphs.selectors import live_deployment
-from graphs.services._common import EMPTY_GRAPH, _refuse_any_error, graph_normalize
+from graphs.services._common import EMPTY_GRAPH, _refuse_undeployable, graph_normalize
 from opencompany.core.events import owner_group, publish_on_commit
 from opencompany.core.sanitize import sanitize_payload
 
 
 @transaction.atomic
 def workflow_deploy(*, workflow: Workflow, actor: Any = None) -> Deployment:
-    """Validate fully (`validation_failed`), then admit a generation with a sanitized snapshot.
+    """Validate fully and check that the graph can answer a chat message (`graphs.readiness`):
+    either refusal is `validation_failed` with every issue in `extra.errors`, and nothing is written.
+    Then admit a generation with a sanitized snapshot.
 
     The first deploy admits generation 1; after a Reset the next deploy admits `generation + 1` (a fresh
     mind). Deploying while a generation is live refreshes that generation's snapshot and keeps its
@@ -25,7 +27,7 @@ def workflow_deploy(*, workflow: Workflow, actor: Any = None) -> Deployment:
     """
     locked = Workflow.objects.select_for_update().get(pk=workflow.pk)
     result = graph_normalize(workflow_id=locked.pk, graph=locked.graph or EMPTY_GRAPH)
-    _refuse_any_error(result.graph)
+    _refuse_undeployable(result.graph)
     snapshot = sanitize_payload(result.graph)
     live = live_deployment(workflow=locked)
     if live is not None:

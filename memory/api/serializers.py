@@ -38,7 +38,8 @@ class RememberInput(StrictSerializer):
 class UpdateInput(StrictSerializer):
     min_properties = 2  # `expected_version` and at least one field to change
     expected_version = serializers.IntegerField(**_VERSION)
-    content = serializers.CharField(max_length=f.CONTENT_MAX, trim_whitespace=False)
+    # Blank content reaches the service, whose refusal says why (the same for "" and "  ").
+    content = serializers.CharField(max_length=f.CONTENT_MAX, trim_whitespace=False, allow_blank=True)
     title = serializers.CharField(max_length=f.TITLE_MAX, required=False, allow_null=True, allow_blank=True)
     category = serializers.CharField(
         max_length=f.CATEGORY_MAX, required=False, allow_null=True, allow_blank=True

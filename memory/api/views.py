@@ -65,7 +65,8 @@ class MemoryView(APIView):
 
     @staticmethod
     def actor(request: Request) -> str:
-        return services.actor_for_user(request.user)
+        # The API is where the owner works: an edit here is the owner's, staff account or not.
+        return services.owner_actor(request.user)
 
 
 def _list_values(request: Request, name: str) -> list[str]:

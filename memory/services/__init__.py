@@ -13,7 +13,14 @@ deleted workflows), `owner` (namespaces follow a workflow to its new owner). Imp
 this package.
 """
 
-from memory.services._common import EVENT_TYPE, ClearResult, MemoryResult, Receipt, actor_for_user
+from memory.services._common import (
+    EVENT_TYPE,
+    ClearResult,
+    MemoryResult,
+    Receipt,
+    owner_actor,
+    staff_actor,
+)
 from memory.services.edits import memory_clear, memory_forget, memory_update
 from memory.services.erase import memory_erase
 from memory.services.maintenance import (
@@ -34,7 +41,6 @@ __all__ = [
     "ClearResult",
     "MemoryResult",
     "Receipt",
-    "actor_for_user",
     "memory_clear",
     "memory_embed",
     "memory_erase",
@@ -48,4 +54,6 @@ __all__ = [
     "memory_stems_prune",
     "memory_update",
     "memory_words_prune",
+    "owner_actor",
+    "staff_actor",
 ]

@@ -54,9 +54,15 @@ class ClearResult:
         return {"operation": "clear", "cleared": self.cleared, "receipt": self.receipt.as_dict()}
 
 
-def actor_for_user(user: Any) -> str:
-    """`staff:<id>` for staff acting in the admin, `owner:<id>` otherwise."""
-    return f"{'staff' if getattr(user, 'is_staff', False) else 'owner'}:{user.pk}"
+def owner_actor(user: Any) -> str:
+    """`owner:<id>`: the actor of an edit made where the owner works (the chat page, the API), whatever
+    else the account may do."""
+    return f"owner:{user.pk}"
+
+
+def staff_actor(user: Any) -> str:
+    """`staff:<id>`: the actor of an edit made in the admin."""
+    return f"staff:{user.pk}"
 
 
 # --- internals (plain helpers; the entry points own the transaction) -----------------------

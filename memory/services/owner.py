@@ -20,7 +20,7 @@ def memory_namespaces_move(*, workflow_id: str, old_owner_id: int, new_owner_id:
     is replaced with the new owner's, its count recounted. Recall and the tool then find the items
     under the new owner as they did under the old one. Returns `{namespaces, items}` moved.
 
-    Call inside the transaction that locked the workflow row (`workflow_change_owner`)."""
+    Call inside the transaction that locked the workflow row (`workflow_transfer`)."""
     nodes = set(
         MemoryNamespace.objects.select_for_update()
         .filter(workflow_id=workflow_id, owner_id=old_owner_id)

@@ -23,6 +23,7 @@ from opencompany.core.pagination import INVALID_CURSOR
 ENVELOPE = "ErrorEnvelope"
 _API_ERRORS = "_api_errors"
 _API_LINKS = "_api_links"
+_API_EXTRAS = "_api_extras"
 
 _DESCRIPTIONS = {
     400: "The request is invalid (`extra.fields` names the fields for `invalid_request`).",
@@ -48,6 +49,19 @@ def api_errors(codes: Mapping[int, Iterable[str]]) -> Callable[[Handler], Handle
         for status, names in codes.items():
             declared.setdefault(status, set()).update(names)
         setattr(handler, _API_ERRORS, declared)
+        return handler
+
+    return mark
+
+
+def api_error_extra(status: int, properties: Mapping[str, Any]) -> Callable[[Handler], Handler]:
+    """Declare, on a view method, the shape of `extra` in its `status` refusals: JSON Schema
+    `properties` (e.g. the issues of a `validation_failed`, their codes enumerated)."""
+
+    def mark(handler: Handler) -> Handler:
+        declared: dict[int, dict[str, Any]] = getattr(handler, _API_EXTRAS, {})
+        declared.setdefault(status, {}).update(properties)
+        setattr(handler, _API_EXTRAS, declared)
         return handler
 
     return mark
@@ -165,13 +179,12 @@ class ErrorsAutoSchema(AutoSchema):
         for status, links in getattr(handler, _API_LINKS, {}).items():
             if str(status) in responses:
                 responses[str(status)]["links"] = links
+        extras: dict[int, dict[str, Any]] = getattr(handler, _API_EXTRAS, {})
         for status, codes in sorted(self.error_codes(operation).items()):
-            schema = {
-                "allOf": [
-                    envelope,
-                    {"type": "object", "properties": {"code": {"type": "string", "enum": sorted(codes)}}},
-                ]
-            }
+            properties: dict[str, Any] = {"code": {"type": "string", "enum": sorted(codes)}}
+            if status in extras:
+                properties["extra"] = {"type": "object", "properties": dict(extras[status])}
+            schema = {"allOf": [envelope, {"type": "object", "properties": properties}]}
             response: dict[str, Any] = {
                 "description": _DESCRIPTIONS.get(status, "Refused."),
                 "content": {"application/json": {"schema": schema}},

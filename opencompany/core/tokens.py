@@ -60,6 +60,11 @@ def token_revoke(*, token: AuthToken) -> int:
     return deleted
 
 
+def tokens_active_count(*, user_id: int) -> int:
+    """How many unexpired API tokens the user holds."""
+    return AuthToken.objects.filter(user_id=user_id, expiry__gt=timezone.now()).count()
+
+
 def session_digest(session_key: str | None) -> str | None:
     """What names a session in events: a keyed digest, never the session key itself."""
     if not session_key:

@@ -263,8 +263,8 @@ def test_a_switch_to_a_provider_that_is_not_configured_fails_the_run_and_hands_n
     workflow = make_workflow(owner, _graph("anthropic", "claude-test", thinking_budget=1024))
     server.replies.append(_anthropic_thinking_answer)
     _send_and_run(workflow, "Remember that I like tea.")
-    settings.OPENAI_API_KEY = ""
     _switch(workflow, "openai", "gpt-test")
+    settings.OPENAI_API_KEY = ""  # the key goes after the deploy (which refuses a provider without one)
 
     run = _send_and_run(workflow, "What do I like?")
 

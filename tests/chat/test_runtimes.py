@@ -360,8 +360,9 @@ def test_stop_ends_claude_codes_process_group_within_two_seconds_and_saves_the_t
 def test_a_runtime_that_is_not_installed_fails_the_run_before_starting_anything(
     owner, anthropic, settings, tmp_path
 ):
-    settings.OPENCOMPANY_RUNTIMES_BIN = str(tmp_path / "empty")
     workflow = make_workflow(owner, _graph("claude_code", "claude-test"))
+    # Uninstalled after the deploy, which refuses an agent whose program is missing.
+    settings.OPENCOMPANY_RUNTIMES_BIN = str(tmp_path / "empty")
 
     run = _send_and_run(workflow, "Hi")
 

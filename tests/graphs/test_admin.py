@@ -1,6 +1,7 @@
 """The workflow admin as staff use it (Django test client): the graph saved through normalize + validate
-with the validator's messages on the form, the owner change that takes Memory with it or is refused,
-and generations, artifacts and outbox rows that the admin cannot delete."""
+with the validator's messages on the form, and generations, artifacts and outbox rows that the admin
+cannot delete. Transfers, deploy refusals and delete pages: test_transfer.py, test_readiness.py,
+test_admin_confirmations.py."""
 
 from __future__ import annotations
 
@@ -10,23 +11,15 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.utils import quote
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from chat import services as chat_services
 from chat.models import ChatMessage
 from conversations.models import AgentConversation
-from conversations.services import conversation_append
-from conversations.types import ConversationKey
 from graphs import services
 from graphs.models import ContextArchiveOutbox, Deployment, LegacyArtifact, Workflow
 from graphs.services.outbox import outbox_enqueue
-from memory import selectors
-from memory import services as memory_services
-from memory.models import MemoryItem, MemoryNamespace
-from memory.scope import memory_scope
 from opencompany.core.errors import ApplicationError
-from opencompany.llm.wire import make_user
 from tests.conftest import demo_graph, make_workflow, node_id
 
 pytestmark = pytest.mark.django_db
@@ -163,58 +156,6 @@ def test_an_over_long_name_is_refused_by_the_form_and_by_the_service(
     assert Workflow.objects.get(pk=workflow.pk).name == workflow.name
 
 
-def test_changing_the_owner_moves_memory_so_recall_keeps_working_for_the_new_owner(
-    client: Any, staff: Any, workflow: Workflow, other_owner: Any, api_client: Any, other_client: Any
-) -> None:
-    memory_node = node_id(workflow, "simpleMemory")
-    old_scope = memory_scope(workflow=workflow, memory_node_id=memory_node)
-    memory_services.memory_remember(scope=old_scope, content="The boat is moored at pier 7", actor="owner:1")
-    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id=node_id(workflow, "aiAgent"))
-    conversation_append(key=key, messages=[make_user("hello")], expected_length=0)
-    client.force_login(staff)
-
-    response = client.post(change_url(workflow), change_form(workflow, owner=str(other_owner.pk)))
-
-    assert response.status_code == 302
-    moved = Workflow.objects.get(pk=workflow.pk)
-    assert (moved.owner_id, moved.revision) == (other_owner.pk, workflow.revision + 1)
-    new_scope = memory_scope(workflow=moved, memory_node_id=memory_node)
-    assert new_scope.namespace != old_scope.namespace
-    item = MemoryItem.objects.get()
-    assert (item.namespace, item.owner_id) == (new_scope.namespace, other_owner.pk)
-    assert list(MemoryNamespace.objects.values_list("pk", "owner_id", "item_count")) == [
-        (new_scope.namespace, other_owner.pk, 1)
-    ]
-    recalled = selectors.memory_recall(scope=new_scope, query="where is the boat moored")
-    assert [i["content"] for i in recalled.items] == ["The boat is moored at pier 7"]
-    url = f"/api/v1/workflows/{workflow.pk}/memory/{memory_node}/items?query=boat"
-    answer = other_client.get(url)
-    assert answer.status_code == 200
-    assert [i["content"] for i in answer.json()["results"]] == ["The boat is moored at pier 7"]
-    assert api_client.get(url).status_code == 404
-    assert AgentConversation.objects.get().owner_id == other_owner.pk
-
-
-def test_an_owner_change_while_a_run_is_live_is_refused_and_moves_nothing(
-    client: Any, staff: Any, workflow: Workflow, other_owner: Any, settings: Any
-) -> None:
-    settings.OPENCOMPANY_RUN_EXECUTOR = "manual"
-    scope = memory_scope(workflow=workflow, memory_node_id=node_id(workflow, "simpleMemory"))
-    memory_services.memory_remember(scope=scope, content="kept", actor="owner:1")
-    chat_services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
-    client.force_login(staff)
-
-    response = client.post(change_url(workflow), change_form(workflow, owner=str(other_owner.pk)))
-
-    assert response.status_code == 200
-    errors = response.context["adminform"].form.errors["owner"]
-    assert errors[0].endswith("(run_in_progress)")
-    assert SUCCESS not in response.content.decode()
-    stored = Workflow.objects.get(pk=workflow.pk)
-    assert (stored.owner_id, stored.revision) == (workflow.owner_id, workflow.revision)
-    assert MemoryItem.objects.get().namespace == scope.namespace
-
-
 def test_deployments_cannot_be_deleted_or_changed(client: Any, staff: Any, workflow: Workflow) -> None:
     deployment = Deployment.objects.get()
     client.force_login(staff)
@@ -326,15 +267,6 @@ def test_a_workflow_added_in_the_admin_is_created_through_the_service(
     assert response.status_code == 302
     created = Workflow.objects.get(name="From the admin")
     assert created.graph["nodes"][0]["id"] == f"{created.pk}:chatTrigger:1"
-
-
-def test_a_user_who_owns_workflows_is_not_deleted_raw(client: Any, staff: Any, workflow: Workflow) -> None:
-    client.force_login(staff)
-    url = reverse("admin:auth_user_delete", args=[workflow.owner_id])
-
-    assert client.post(url, {"post": "yes"}).status_code == 403
-    assert get_user_model().objects.filter(pk=workflow.owner_id).exists() is True
-    assert Workflow.objects.filter(pk=workflow.pk).exists() is True
 
 
 def test_deleting_a_deployed_workflow_in_the_admin_goes_through_the_service(

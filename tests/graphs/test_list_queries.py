@@ -11,6 +11,7 @@ from django.test import Client
 from chat import services as chat_services
 from graphs import services
 from graphs.models import Deployment, Workflow
+from tests.conftest import demo_graph
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ def _workflows(owner: Any, count: int) -> dict[str, tuple[int, str]]:
     (generation 2); returns `{workflow id: (generation, state)}` as each list should show it."""
     expected: dict[str, tuple[int, str]] = {}
     for index in range(count):
-        workflow = services.workflow_create(owner=owner, name=f"w{index}")
+        workflow = services.workflow_create(owner=owner, name=f"w{index}", graph=demo_graph())
         kind = index % 4
         if kind >= 1:
             services.workflow_deploy(workflow=workflow)

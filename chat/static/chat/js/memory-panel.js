@@ -190,7 +190,8 @@ export class MemoryPanel {
 
   async save(id) {
     const edit = this.editing.get(id);
-    if (!edit || !edit.text.trim()) return;
+    if (!edit) return;
+    // an emptied text goes to the API too, which refuses it with its own message
     try {
       await api("PATCH", `${this.base}/items/${encodeURIComponent(id)}`, { expected_version: edit.version, content: edit.text });
       this.editing.delete(id);

@@ -24,6 +24,7 @@ export class ChatPage {
     this.window = Number(root.dataset.window) || 128000;
     this.hasContext = root.dataset.hasContext === "1";
     this.generation = Number(root.dataset.generation) || 0;
+    this.cannotAnswer = root.dataset.cannotAnswer || ""; // why the agent cannot answer now ("" when it can)
     this.apiBase = `/api/v1/workflows/${encodeURIComponent(this.workflowId)}`;
 
     this.path = [];
@@ -93,9 +94,13 @@ export class ChatPage {
       reconnecting: "Reconnecting…",
       unauthenticated: "Signed out",
       gone: "Unavailable",
+      transferred: "Transferred",
     };
-    this.el.conn.textContent = labels[state] || state;
-    this.el.conn.dataset.state = state;
+    // Connected to a workflow whose agent cannot answer: the header says that, not "Connected".
+    const shown = state === "open" && this.cannotAnswer ? "cannot-answer" : state;
+    this.el.conn.textContent = shown === "cannot-answer" ? "Cannot answer" : labels[state] || state;
+    this.el.conn.dataset.state = shown;
+    this.el.conn.title = shown === "cannot-answer" ? this.cannotAnswer : "";
     const banner = this.el.banner;
     if (state === "reconnecting") {
       banner.hidden = false;
@@ -110,9 +115,15 @@ export class ChatPage {
       banner.hidden = false;
       banner.dataset.kind = "error";
       banner.textContent = "This workflow is not available any more.";
+    } else if (state === "transferred") {
+      banner.hidden = false;
+      banner.dataset.kind = "error";
+      banner.textContent = "This workflow was transferred to another owner. Its chats, Memory and Context went with it.";
     } else if (state === "open") {
-      banner.hidden = true;
-      banner.textContent = "";
+      // not deployed has its own banner in the page; a live agent that cannot answer says why here
+      banner.hidden = !(this.cannotAnswer && this.generation > 0);
+      banner.dataset.kind = "warn";
+      banner.textContent = banner.hidden ? "" : this.cannotAnswer;
       this.chats.loadSoon(); // the list may have changed (or failed to load) while the socket was down
     }
     this.updateComposer();
@@ -153,7 +164,10 @@ export class ChatPage {
         break;
       case "workflow.deployed":
       case "workflow.reset":
+        // a deploy admits only a graph that can answer
+        if (frame.type === "workflow.deployed") this.cannotAnswer = "";
         if (frame.generation !== undefined) this.setGeneration(frame.generation);
+        if (this.connState === "open") this.onConnState("open", 0);
         this.refetchHistory();
         this.context.refresh();
         break;
@@ -507,7 +521,9 @@ export class ChatPage {
 
   sendBlockedReason() {
     if (this.generation <= 0) return "This workflow is not deployed.";
+    if (this.connState === "transferred") return "This workflow was transferred to another owner.";
     if (!this.socket.open) return "Reconnecting… you can send once the connection is back.";
+    if (this.cannotAnswer) return this.cannotAnswer;
     if (this.liveRunId) return this.stopping ? "Stopping the answer…" : "The agent is answering. Wait, or press Stop.";
     if (this.tooLong()) {
       const over = this.el.input.value.length - MAX_MESSAGE_CHARS;

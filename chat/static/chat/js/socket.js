@@ -58,6 +58,11 @@ export class ChatSocket {
         this.onState("gone", 0);
         return;
       }
+      if (event.code === 4410) {
+        this.closedForGood = true;
+        this.onState("transferred", 0);
+        return;
+      }
       if (this.closedForGood) return;
       this.attempt += 1;
       this.onState("reconnecting", this.attempt);
