@@ -1,6 +1,7 @@
 """The Memory admin as staff use it (Django test client): every write through a service, its refusal on
 the form and never beside a success, expired and removed items visible to staff but not to the model,
-and the staff actions (Clear Memory, purge expired) through their services."""
+and the staff actions (Clear Memory, purge expired) through their services once confirmed (their pages:
+tests/graphs/test_admin_confirmations.py)."""
 
 from __future__ import annotations
 
@@ -198,7 +199,7 @@ def test_clear_memory_action_empties_the_namespace_through_the_service(
 
     response = client.post(
         reverse("admin:memory_memorynamespace_changelist"),
-        {"action": "clear_memory", "_selected_action": [namespace.pk]},
+        {"action": "clear_memory", "_selected_action": [namespace.pk], "confirm": "yes"},
     )
 
     assert response.status_code == 302
@@ -217,7 +218,7 @@ def test_purge_expired_action_removes_only_expired_items(client: Any, staff: Any
 
     response = client.post(
         reverse("admin:memory_memoryitem_changelist"),
-        {"action": "purge_expired", "_selected_action": [fresh.pk]},
+        {"action": "purge_expired", "_selected_action": [fresh.pk], "confirm": "yes"},
     )
 
     assert response.status_code == 302
