@@ -167,7 +167,9 @@ class ChatThreadAdmin(ReadOnlyMixin, admin.ModelAdmin):
             if t.archived_at is not None
         ]
         notes = (
-            [f"{skipped} current chat(s) are left alone: archive them first (New chat)."] if skipped else []
+            [f"{skipped} current chat(s) will be left alone: archive them first (New chat)."]
+            if skipped
+            else []
         )
         confirmation = Confirmation(
             title="Purge archived chats?",
@@ -180,7 +182,11 @@ class ChatThreadAdmin(ReadOnlyMixin, admin.ModelAdmin):
             possible=bool(archived),
         )
         return confirmation_page(
-            self, request, action="purge_chats", selected=[t.pk for t in archived], confirmation=confirmation
+            self,
+            request,
+            action="purge_chats",
+            selected=queryset.values_list("pk", flat=True),
+            confirmation=confirmation,
         )
 
 

@@ -41,7 +41,7 @@ _DEPLOY_ISSUES = {
             "type": "object",
             "properties": {
                 "code": {"type": "string", "enum": [*ERROR_CODES, *READINESS_CODES]},
-                "node_id": {"type": ["string", "null"]},
+                "node_id": {"type": "string", "nullable": True},
                 "message": {"type": "string"},
             },
             "required": ["code", "node_id", "message"],

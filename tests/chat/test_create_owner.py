@@ -56,5 +56,5 @@ def test_create_owner_makes_a_normal_owner_with_a_deployed_demo_workflow():
 
 
 def test_create_owner_refuses_a_taken_username(owner):
-    with pytest.raises(CommandError, match="A user named 'owner' already exists."):
+    with pytest.raises(CommandError, match=r"A user named 'owner' already exists\."):
         call_command("create_owner", "owner", stdout=StringIO())

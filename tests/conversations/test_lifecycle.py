@@ -182,7 +182,7 @@ def test_admin_purge_action_deletes_expired_archives(client, staff, key):
 
     response = client.post(
         "/admin/conversations/conversationarchive/",
-        {"action": "purge_expired", "_selected_action": [archive.pk]},
+        {"action": "purge_expired", "_selected_action": [archive.pk], "confirm": "yes"},
     )
 
     assert response.status_code == 302

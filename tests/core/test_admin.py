@@ -10,6 +10,7 @@ from asgiref.sync import async_to_sync
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.admin.utils import quote
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -83,6 +84,10 @@ def every_row(owner: Any, settings: Any) -> None:
         base_url="http://127.0.0.1:9/v1", model="local", capabilities=CompatCapabilities(tools=True)
     )
     chat_services.process_beat(name="host:1", role="server", started_at=timezone.now())
+    heir = get_user_model().objects.create_user(username="heir", password="heir-pass-123")
+    graph_services.workflow_transfer(
+        workflow=make_workflow(owner, name="given away"), new_owner=heir, confirm_username="heir", actor=owner
+    )
 
 
 def test_every_model_of_our_apps_has_an_admin_page_and_each_renders_for_staff(

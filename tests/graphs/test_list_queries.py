@@ -93,7 +93,9 @@ def test_deployment_changelist_runs_a_fixed_number_of_queries(
     owner, staff_browser, django_assert_num_queries, rows
 ):
     for index in range(rows):
-        services.workflow_deploy(workflow=services.workflow_create(owner=owner, name=f"w{index}"))
+        services.workflow_deploy(
+            workflow=services.workflow_create(owner=owner, name=f"w{index}", graph=demo_graph())
+        )
 
     with django_assert_num_queries(DEPLOYMENT_CHANGELIST_QUERIES):
         response = staff_browser.get("/admin/graphs/deployment/")

@@ -22,7 +22,7 @@ from conversations.types import ConversationKey
 from graphs import services
 from graphs.models import Workflow, WorkflowTransfer
 from memory import services as memory_services
-from memory.models import MemoryItem, MemoryRevision
+from memory.models import MemoryItem
 from memory.scope import memory_scope
 from opencompany.core.errors import ApplicationError
 from opencompany.core.events import chat_group
