@@ -1,7 +1,8 @@
 """Staff transfer a workflow in the admin, in Chromium against a live daphne server: the transfer page
 counts what moves and refuses a wrong username; once confirmed, the old owner's open chat tab says the
-workflow was transferred and the new owner finds the chat and its Memory. A live chat whose agent cannot
-answer says so in its header instead of "Connected"."""
+workflow was transferred and the new owner finds the chat and its Memory. On the way the owner's emptied
+Memory edit shows the API's refusal. A live chat whose agent cannot answer says so in its header instead
+of "Connected"."""
 
 from __future__ import annotations
 
@@ -51,6 +52,13 @@ def test_staff_transfer_a_workflow_and_the_old_tab_says_so_while_the_new_owner_f
     send(old, f"Remember that {FACT}.")
     wait_answers(old, 1)
     expect(old.locator(".memory-content")).to_have_text([REMEMBERED])
+    # An emptied Memory edit goes to the API, whose refusal the page shows; nothing changes.
+    old.get_by_role("button", name=re.compile("^Edit memory")).click()
+    old.get_by_label("Memory content").fill("")
+    old.locator("#memory-list").get_by_role("button", name="Save").click()
+    expect(old.locator("#banner")).to_have_text("Invalid request: check 'patch.content'. May not be blank.")
+    old.locator("#memory-list").get_by_role("button", name="Cancel").click()
+    expect(old.locator(".memory-content")).to_have_text([REMEMBERED])
 
     staff = new_page()
     admin_sign_in(staff, live_server_url, e2e_staff.username)
@@ -97,7 +105,8 @@ def test_staff_transfer_a_workflow_and_the_old_tab_says_so_while_the_new_owner_f
 
     old.reload()
     expect(old.locator("#unavailable-reason")).to_contain_text("was transferred to another owner on")
-    # The reloaded page answers 404 (the workflow is no longer theirs), which Chromium logs.
+    # Chromium logs the refused empty edit (400) and the reloaded page's 404 (no longer theirs).
+    console.allow(r"status of 400 \(Bad Request\)")
     console.allow(r"status of 404")
     console.assert_clean()
 
