@@ -38,8 +38,10 @@ class RememberInput(StrictSerializer):
 class UpdateInput(StrictSerializer):
     min_properties = 2  # `expected_version` and at least one field to change
     expected_version = serializers.IntegerField(**_VERSION)
-    # Blank content reaches the service, whose refusal says why (the same for "" and "  ").
-    content = serializers.CharField(max_length=f.CONTENT_MAX, trim_whitespace=False, allow_blank=True)
+    # Blank content is refused with the service's words (it refuses whitespace-only content the same way).
+    content = serializers.CharField(
+        max_length=f.CONTENT_MAX, trim_whitespace=False, error_messages={"blank": "May not be blank."}
+    )
     title = serializers.CharField(max_length=f.TITLE_MAX, required=False, allow_null=True, allow_blank=True)
     category = serializers.CharField(
         max_length=f.CATEGORY_MAX, required=False, allow_null=True, allow_blank=True

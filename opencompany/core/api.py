@@ -36,9 +36,13 @@ def _invalid_request(exc: drf_exceptions.ValidationError) -> ApplicationError:
     if not isinstance(fields, dict):
         fields = {"non_field_errors": fields}
     first = next(iter(fields), "request")
-    return ApplicationError(
-        errors.INVALID_REQUEST, f"Invalid request: check '{first}'.", {"fields": fields}, status=400
+    # The message says what is wrong with the first field too, so a client showing only it is understood.
+    problems = fields.get(first)
+    reason = problems[0] if isinstance(problems, list) and problems and isinstance(problems[0], str) else ""
+    message = (
+        f"Invalid request: check '{first}'. {reason}" if reason else f"Invalid request: check '{first}'."
     )
+    return ApplicationError(errors.INVALID_REQUEST, message, {"fields": fields}, status=400)
 
 
 def _wait(exc: Exception) -> float | None:

@@ -88,7 +88,7 @@ def test_a_validation_error_is_invalid_request_with_its_fields(client):
     assert response.status_code == 400
     assert response.json() == {
         "code": "invalid_request",
-        "message": "Invalid request: check 'password'.",
+        "message": "Invalid request: check 'password'. This field is required.",
         "extra": {"fields": {"password": ["This field is required."]}},
     }
 

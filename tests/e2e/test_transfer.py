@@ -56,7 +56,7 @@ def test_staff_transfer_a_workflow_and_the_old_tab_says_so_while_the_new_owner_f
     old.get_by_role("button", name=re.compile("^Edit memory")).click()
     old.get_by_label("Memory content").fill("")
     old.locator("#memory-list").get_by_role("button", name="Save").click()
-    expect(old.locator("#banner")).to_have_text("Invalid request: check 'patch.content'. May not be blank.")
+    expect(old.locator("#banner")).to_have_text("Invalid request: check 'content'. May not be blank.")
     old.locator("#memory-list").get_by_role("button", name="Cancel").click()
     expect(old.locator(".memory-content")).to_have_text([REMEMBERED])
 

@@ -153,14 +153,17 @@ def test_a_save_that_changes_nothing_is_refused_with_the_apis_message(client, st
     assert MemoryItem.objects.get().version == 1
 
 
-@pytest.mark.parametrize("content", ["", "   "])
-def test_the_api_the_panel_calls_refuses_blank_content_with_one_message(
-    api_client, workflow, scope, item, content
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("", "Invalid request: check 'content'. May not be blank."), ("   ", BLANK)],
+)
+def test_the_api_the_panel_calls_refuses_blank_content_saying_why(
+    api_client, workflow, scope, item, content, message
 ):
     url = f"/api/v1/workflows/{workflow.pk}/memory/{scope.memory_node_id}/items/{item.memory_id}"
 
     response = api_client.patch(url, {"expected_version": 1, "content": content}, format="json")
 
     assert response.status_code == 400
-    assert (response.json()["code"], response.json()["message"]) == ("invalid_request", BLANK)
+    assert (response.json()["code"], response.json()["message"]) == ("invalid_request", message)
     assert MemoryItem.objects.get().version == 1
