@@ -33,18 +33,28 @@ def providers() -> Iterator[LoopbackServer]:
 
 
 @pytest.fixture
-def asgi_server(transactional_db: Any, tmp_path: Path, providers: LoopbackServer) -> Iterator[LiveServer]:
+def runtime_settings(tmp_path: Path, providers: LoopbackServer, settings: Any) -> dict[str, str]:
+    """Vertex and RLM configured at the loopback provider server, here (deploy checks that the agent can
+    answer) and for the server."""
+    values = {
+        "VERTEX_PROJECT": "oc-project",
+        "VERTEX_LOCATION": "us-central1",
+        "VERTEX_CREDENTIALS_FILE": str(credentials_file(tmp_path, providers.base_url)),
+        "VERTEX_BASE_URL": providers.base_url,
+        "RLM_BASE_URL": providers.base_url + "/v1",
+    }
+    for name, value in values.items():
+        setattr(settings, name, value)
+    return values
+
+
+@pytest.fixture
+def asgi_server(
+    transactional_db: Any, tmp_path: Path, runtime_settings: dict[str, str]
+) -> Iterator[LiveServer]:
     """The real ASGI server, configured for Vertex and RLM at the loopback provider server."""
     server = LiveServer(tmp_path / "daphne.log")
-    server.env.update(
-        {
-            "VERTEX_PROJECT": "oc-project",
-            "VERTEX_LOCATION": "us-central1",
-            "VERTEX_CREDENTIALS_FILE": str(credentials_file(tmp_path, providers.base_url)),
-            "VERTEX_BASE_URL": providers.base_url,
-            "RLM_BASE_URL": providers.base_url + "/v1",
-        }
-    )
+    server.env.update(runtime_settings)
     server.start()
     try:
         yield server
@@ -53,7 +63,7 @@ def asgi_server(transactional_db: Any, tmp_path: Path, providers: LoopbackServer
 
 
 @pytest.fixture
-def e2e_workflow(e2e_owner: Any) -> Any:
+def e2e_workflow(e2e_owner: Any, runtime_settings: dict[str, str]) -> Any:
     graph = demo_graph()
     for node in graph["nodes"]:
         if node["type"] == "aiAgent":
