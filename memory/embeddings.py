@@ -2,6 +2,7 @@
 
 `OPENCOMPANY_EMBEDDER` (read at call time):
 - `none` (default): recall is full-text only;
+- `local`: all-MiniLM-L6-v2 on the CPU, offline (`memory.local_embedder`, the `local` extra);
 - `openai` or `openai:<model>`: any OpenAI-compatible `/v1/embeddings` through the `openai` SDK
   (`OPENAI_BASE_URL` points it at Ollama, vLLM, LM Studio…; default model `text-embedding-3-small`);
 - `sentence-transformers:<name>`: a local model (optional extra, imported only when chosen);
@@ -15,10 +16,12 @@ import hashlib
 import math
 import struct
 import threading
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from django.conf import settings
 from django.utils.module_loading import import_string
+
+from memory.local_embedder import LocalEmbedder
 
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 
@@ -73,19 +76,22 @@ def get_embedder() -> Embedder | None:
         cached = _cache.get(key)
     if cached is not None:
         return cached
-    embedder: Embedder
-    if config == "openai" or config.startswith("openai:"):
-        model = config.partition(":")[2] or DEFAULT_OPENAI_MODEL
-        embedder = OpenAIEmbedder(
-            model=model, api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL
-        )
-    elif config.startswith("sentence-transformers:"):
-        embedder = SentenceTransformerEmbedder(config.partition(":")[2])
-    else:
-        embedder = import_string(config)()
+    embedder = embedder_for(config)
     with _cache_lock:
         _cache[key] = embedder
     return embedder
+
+
+def embedder_for(config: str) -> Embedder:
+    """A new embedder for one `OPENCOMPANY_EMBEDDER` value other than `none` (not cached)."""
+    if config == "local":
+        return LocalEmbedder()
+    if config == "openai" or config.startswith("openai:"):
+        model = config.partition(":")[2] or DEFAULT_OPENAI_MODEL
+        return OpenAIEmbedder(model=model, api_key=settings.OPENAI_API_KEY, base_url=settings.OPENAI_BASE_URL)
+    if config.startswith("sentence-transformers:"):
+        return SentenceTransformerEmbedder(config.partition(":")[2])
+    return cast(Embedder, import_string(config)())
 
 
 def clear_embedder_cache() -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+from memory.local_embedder import LocalEmbedder
 
 CONCEPTS = [
     {"car", "automobile", "vehicle", "volvo"},
@@ -43,3 +46,8 @@ def synonyms() -> SynonymEmbedder:
 
 def broken() -> BrokenEmbedder:
     return BrokenEmbedder()
+
+
+def damaged_local() -> LocalEmbedder:
+    """The `local` embedder pointed at a file that is not its model (this one)."""
+    return LocalEmbedder(model_path=Path(__file__))
