@@ -23,6 +23,11 @@ from django.utils.module_loading import import_string
 
 from memory.local_embedder import LocalEmbedder
 
+try:  # installed with the `local` extra (onnxruntime needs it): a namespace's cosines in one pass
+    import numpy as np
+except ImportError:  # pragma: no cover - the dev lock installs it
+    np = None  # type: ignore[assignment]
+
 DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 
 
@@ -144,3 +149,22 @@ def cosine(a: list[float], b: list[float]) -> float:
     if not na or not nb:
         return 0.0
     return math.fsum(x * y for x, y in zip(a, b, strict=True)) / (na * nb)
+
+
+def cosines(query: list[float], packed: list[Any]) -> list[float]:
+    """The cosine of `query` with each packed vector (see `pack`), as `cosine` computes it; with numpy
+    installed in one matrix product rather than a Python loop per vector."""
+    dims = len(query)
+    if np is None or not packed:
+        return [cosine(query, unpack(blob)) for blob in packed]
+    out = [0.0] * len(packed)
+    same = [n for n, blob in enumerate(packed) if len(blob) == 4 * dims]
+    if not same:
+        return out
+    q = np.asarray(query, dtype=np.float64)
+    matrix = np.frombuffer(b"".join(bytes(packed[n]) for n in same), dtype="<f4").reshape(len(same), dims)
+    norms = np.linalg.norm(matrix.astype(np.float64), axis=1) * float(np.linalg.norm(q))
+    dots = matrix.astype(np.float64) @ q
+    for n, dot, norm in zip(same, dots.tolist(), norms.tolist(), strict=True):
+        out[n] = dot / norm if norm else 0.0
+    return out

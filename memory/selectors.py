@@ -183,14 +183,17 @@ def _vector_neighbours(
         list(filters.categories),
         list(filters.tags),
     )
-    rows = MemoryEmbedding.objects.filter(
-        namespace=scope.namespace, model_name=model_name, item__in=items.values("pk")
-    ).values_list("item_id", "vector")
-    scored = []
-    for pk, blob in rows:
-        similarity = emb.cosine(query_vector, emb.unpack(blob))
-        if similarity >= VECTOR_MIN_SIMILARITY:
-            scored.append((int(pk), similarity))
+    rows = list(
+        MemoryEmbedding.objects.filter(
+            namespace=scope.namespace, model_name=model_name, item__in=items.values("pk")
+        ).values_list("item_id", "vector")
+    )
+    similarities = emb.cosines(query_vector, [blob for _, blob in rows])
+    scored = [
+        (int(pk), similarity)
+        for (pk, _), similarity in zip(rows, similarities, strict=True)
+        if similarity >= VECTOR_MIN_SIMILARITY
+    ]
     scored.sort(key=lambda row: (-row[1], -row[0]))
     return scored[:HYBRID_CANDIDATES]
 

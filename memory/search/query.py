@@ -45,6 +45,13 @@ RECALL_WORDS = frozenset(
     ]
 )
 NO_CONTENT_WORDS = STOP_WORDS | RECALL_WORDS
+# Words that, right after a question word, ask for a kind of answer rather than name what it is about:
+# "how long has she played tennis" is about tennis; "what kind of pasta" about pasta.
+QUESTION_PHRASES = {
+    "how": frozenset(["long", "many", "much", "often"]),
+    "what": frozenset(["kind", "kinds", "type", "types", "sort", "sorts"]),
+    "which": frozenset(["kind", "kinds", "type", "types", "sort", "sorts"]),
+}
 
 PREFIX_MIN = 3  # the last word typed also matches as a prefix from this length
 COMPOUND_MIN = 4  # any word this long also matches indexed words it begins ("postgres" → PostgreSQL)
@@ -120,6 +127,7 @@ def _make_terms(text: str, *, quoted: bool, negated: bool) -> list[Term]:
 def parse_query(text: str) -> ParsedQuery:
     """Parse web-search syntax into groups of terms (pure; never raises)."""
     tokens: list[tuple[str, Term | None]] = []
+    previous = ""  # the plain word typed before this one, lower-cased
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
@@ -144,6 +152,10 @@ def parse_query(text: str) -> ParsedQuery:
             i = end
             if not negated and chunk.lower() == "or":
                 tokens.append(("or", None))
+                continue
+            asks = QUESTION_PHRASES.get(previous, frozenset())
+            previous = chunk.lower()
+            if not negated and previous in asks:
                 continue
             terms = _make_terms(chunk, quoted=False, negated=negated)
         tokens.extend(("term", term) for term in terms)

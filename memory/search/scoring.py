@@ -4,8 +4,9 @@ Each candidate arrives with how every query word matched it (as written, as a pr
 part or through a typo) and the number of items in scope that match each word. The score is BM25F:
 a word's frequency is the weighted count of the fields it appears in (title, tags or category,
 content), saturated and length-normalized by characters as in Okapi BM25, times the word's IDF in
-the namespace and a factor for how it matched. Items that match every word of an alternative form
-the first tier, so they always come first; ties go to the newer item (higher id).
+the namespace and a factor for how it matched. For a query of up to `TIER_WORDS_MAX` words, items that
+match every word of an alternative form the first tier, so they always come first; ties go to the newer
+item (higher id).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ FIELD_WEIGHT = {"title": 2.0, "labels": 1.5, "content": 1.0}  # labels: tags and
 K1 = 1.2
 B = 0.5
 AVG_CHARS = 160.0
+# A query of up to this many words is a search: items holding all of them come first. A longer one
+# is a question, whose words a good answer need not all hold (a long text holds many words by chance).
+TIER_WORDS_MAX = 3
 
 MATCH_ALL = "all"
 MATCH_SOME = "some"
@@ -167,6 +171,7 @@ def rank(query: RecallQuery, candidates: list[Candidate], *, df: dict[str, int],
     phrase_texts = [" ".join(phrase) for phrase in query.phrases]
     groups = [(g.words, frozenset(g.phrases)) for g in query.groups]
     content = FIELD_WEIGHT["content"]
+    tiered = len(query.words) + len(query.phrases) <= TIER_WORDS_MAX
     # A word's weighted field count depends only on the set of fields it is found in.
     frequencies: dict[frozenset[str], float] = {}
     hits: list[Hit] = []
@@ -194,7 +199,7 @@ def rank(query: RecallQuery, candidates: list[Candidate], *, df: dict[str, int],
             label = MATCH_FUZZY
         else:
             label = MATCH_ALL if complete else MATCH_SOME
-        hits.append(Hit(cand.pk, int(complete), round(score, 6), matched, label, kinds))
+        hits.append(Hit(cand.pk, int(complete and tiered), round(score, 6), matched, label, kinds))
     hits.sort(key=lambda h: (-h.tier, -h.score, -h.pk))
     return hits
 

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from memory import selectors, services
-from memory.embeddings import clear_embedder_cache
+from memory.embeddings import clear_embedder_cache, cosine, cosines, pack, unpack
 from memory.models import IndexingState, MemoryEmbedding, MemoryItem
 from tests.memory.embedders import concept_vector
 
@@ -160,3 +160,14 @@ def test_openai_compatible_embedder_through_the_real_sdk(
     assert first["body"]["model"] == "local-embed"
     assert MemoryEmbedding.objects.get().model_name == "local-embed"
     assert len(_EmbeddingsHandler.requests) == 2
+
+
+def test_a_namespace_s_cosines_in_one_pass_equal_the_cosine_of_each_vector():
+    query = [0.5, -1.0, 2.0]
+    packed = [pack([1.0, 0.0, 0.0]), pack([0.0, 0.0, 0.0]), pack([1.0, 2.0]), pack([0.5, -1.0, 2.0])]
+
+    together = cosines(query, packed)
+
+    assert together == pytest.approx([cosine(query, unpack(blob)) for blob in packed], abs=1e-9)
+    assert together[1:3] == [0.0, 0.0]
+    assert together[3] == pytest.approx(1.0)

@@ -16,6 +16,7 @@ from memory import selectors, services
 from memory.fields import QUERY_MAX
 from memory.models import MemoryItem
 from memory.scope import memory_scope
+from memory.search import analyze
 from memory.search.backends import PostgresBackend
 from opencompany.core.errors import ApplicationError
 from opencompany.core.gate import bad_char_message
@@ -322,6 +323,37 @@ def test_an_item_matching_every_word_ranks_above_one_matching_some_even_when_it_
     assert page.items[1]["score"] > page.items[0]["score"]
 
 
+def test_a_question_of_four_words_or_more_ranks_by_score_alone(scope):
+    short = services.memory_remember(
+        scope=scope, content="Zebra.", title="Zebra", tags=["zebra"], actor="owner:1"
+    ).memory
+    every = services.memory_remember(
+        scope=scope,
+        content="At the zoo today we watched a zebra eat lettuce for lunch while the keeper talked about "
+        "feeding schedules, water troughs, the vet's visits, the new enclosure being built behind the "
+        "aviary, the long walk the herd makes every morning and how the foals are weaned in spring.",
+        actor="owner:1",
+    ).memory
+    for n in range(3):
+        services.memory_remember(
+            scope=scope, content=f"Lunch plan {n}: soup at the zoo today", actor="owner:1"
+        )
+
+    question = selectors.memory_recall(
+        scope=scope, query="what did the zebra have for lunch at the zoo today?"
+    )
+    search = selectors.memory_recall(scope=scope, query="zebra lunch zoo")
+
+    # Four words (zebra, lunch, zoo, today): the long item holds them all, by chance as much as not.
+    assert [(i["id"], i["match"]) for i in question.items[:2]] == [
+        (short["id"], "some"),
+        (every["id"], "all"),
+    ]
+    assert question.items[0]["score"] > question.items[1]["score"]
+    # Three words: a search, and the item holding all of them comes first.
+    assert [(i["id"], i["match"]) for i in search.items[:2]] == [(every["id"], "all"), (short["id"], "some")]
+
+
 def test_rarer_words_weigh_more(scope):
     common = [
         services.memory_remember(scope=scope, content=f"Coffee note {n}", actor="owner:1").memory["id"]
@@ -620,3 +652,18 @@ def test_a_postgresql_statement_compiled_once_per_shape_is_the_one_compiled_for_
             assert backends._compiled(PostgresBackend(), build, recall_query, scoped, limit, *shape) == direct
         shapes = len(backends._shapes)
     assert shapes == len(backends._shapes)  # the second query of the shape reused the first one's text
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("How long has Elise been playing tennis?", ["elise", "playing", "tennis"]),
+        ("how many kids does she have", ["kids"]),
+        ("What kind of pasta did Kate make?", ["pasta", "kate", "make"]),
+        ("which types of tea", ["tea"]),
+        ("long walks", ["long", "walks"]),
+        ("a kind word", ["kind", "word"]),
+    ],
+)
+def test_a_word_that_asks_for_a_kind_of_answer_after_a_question_word_is_not_searched(query, words):
+    assert [w.text for w in analyze(query).words] == words
