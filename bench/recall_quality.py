@@ -157,13 +157,12 @@ def run_child(vendor: str, out: Path) -> None:
 
     from django.conf import settings
     from django.contrib.auth import get_user_model
+    from django.db import connection
 
     from graphs.models import Workflow
     from memory.scope import memory_scope
     from memory.selectors import memory_recall
     from memory.services import memory_index_rebuild, memory_remember
-
-    from django.db import connection
 
     if vendor == "postgresql":
         with connection.cursor() as cursor:
