@@ -19,12 +19,15 @@ from chat.watchdog import start_in_process_watchdog  # noqa: E402
 from opencompany.core.bodylimit import BodyLimitMiddleware  # noqa: E402
 from opencompany.core.events import remember_serving_loop  # noqa: E402
 from opencompany.core.origins import SameOriginValidator  # noqa: E402
+from opencompany.core.unavailable import WebsocketUnavailableClose  # noqa: E402
 from opencompany.routing import websocket_urlpatterns  # noqa: E402
 
 router = ProtocolTypeRouter(
     {
         "http": BodyLimitMiddleware(django_asgi_app),
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(
+            WebsocketUnavailableClose(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        ),
     }
 )
 

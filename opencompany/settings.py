@@ -101,14 +101,28 @@ DATABASES = {
         conn_health_checks=_env_bool("DB_CONN_HEALTH_CHECKS", False),
     )
 }
-# PostgreSQL connections are kept (60 s) unless DB_CONN_MAX_AGE says otherwise: Channels'
-# database_sync_to_async closes a connection that is not kept after every call, so each websocket frame
-# would reconnect, and the prepared hot statements (opencompany/core/db.py) live with their connection.
-# Health checks stay off by default: they cost a round trip per websocket call (docs/benchmarks.md);
-# without them a connection a server restart broke fails one call and is replaced.
-DATABASES["default"]["CONN_MAX_AGE"] = _env_int(
-    "DB_CONN_MAX_AGE", 60 if DATABASES["default"]["ENGINE"].endswith("postgresql") else 0
-)
+_POSTGRES = DATABASES["default"]["ENGINE"].endswith("postgresql")
+if _POSTGRES:
+    # Django's backend with a pool that checks idle connections and reconnects quickly
+    # (opencompany/core/postgresql/base.py).
+    DATABASES["default"]["ENGINE"] = "opencompany.core.postgresql"
+# On PostgreSQL a process holds its connections in one pool of at most DB_POOL_MAX_SIZE, whatever its
+# thread count: each request, websocket call and run step takes one and gives it back (CONN_MAX_AGE 0),
+# and a caller that waits DB_POOL_TIMEOUT_S for one is answered 503 (docs/operations.md). The pooled
+# sessions keep their prepared hot statements (opencompany/core/db.py) from one checkout to the next.
+DB_POOL = _POSTGRES and _env_bool("DB_POOL", True)
+if DB_POOL:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": _env_int("DB_POOL_MIN_SIZE", 2),
+        "max_size": _env_int("DB_POOL_MAX_SIZE", 8),
+        "timeout": float(os.environ.get("DB_POOL_TIMEOUT_S") or 5),
+        "name": "default",
+    }
+else:
+    # Without the pool (DB_POOL=0, or SQLite), connections are per thread and kept DB_CONN_MAX_AGE
+    # seconds: Channels closes a connection that is not kept after every websocket call.
+    DATABASES["default"]["CONN_MAX_AGE"] = _env_int("DB_CONN_MAX_AGE", 60 if _POSTGRES else 0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # IMMEDIATE: writers take the lock at BEGIN, so two writers serialize instead of failing
     # late with "database is locked" on upgrade; WAL lets readers proceed during a write.

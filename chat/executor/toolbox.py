@@ -12,12 +12,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import inspect
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.db import close_old_connections
 
 from chat import services as chat_services
 from chat.executor.sink import ConversationSink
@@ -80,6 +83,23 @@ def policies_of(params: dict[str, Any]) -> LoopPolicies:
     return LoopPolicies(compaction_ratio=float(ratio) if ratio else 0.8, compaction=findings)
 
 
+def _returning_connection(spec: ToolSpec) -> ToolSpec:
+    """`spec` with its connection given back: a plain tool runs on one of the run loop's threads, and
+    the connection it took goes back to the pool when it returns, as after every other database call
+    of a run (the thread would otherwise keep it until its next call)."""
+    execute = spec.execute
+    if inspect.iscoroutinefunction(execute):
+        return spec
+
+    def run(context: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+        try:
+            return execute(context, arguments)  # type: ignore[return-value]
+        finally:
+            close_old_connections()
+
+    return dataclasses.replace(spec, execute=run)
+
+
 def _node_tool(wired: WiredTool, siblings: int) -> ToolSpec | None:
     spec = get_tool(wired.tool_name)
     if spec is None:
@@ -130,7 +150,7 @@ def agent_tools(scope: RunScope, *, agent: str, stored: bool, depth: int = 0) ->
             tools.append(notes)
     if depth < MAX_DELEGATION_DEPTH:
         tools.extend(_delegation_tool(scope, mate, depth + 1) for mate in teammates(scope.graph, lead=agent))
-    return tools
+    return [_returning_connection(tool) for tool in tools]
 
 
 async def run_teammate(scope: RunScope, mate: Teammate, task: str, *, firing: str, depth: int) -> ToolResult:

@@ -19,6 +19,8 @@ from rest_framework.throttling import ScopedRateThrottle
 
 from opencompany.core import errors, gate
 from opencompany.core.errors import ApplicationError, render_error
+from opencompany.core.logs import error_text
+from opencompany.core.unavailable import transient_database_error, unavailable_error
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +81,19 @@ def application_error_for(exc: Exception) -> ApplicationError | None:
         return ApplicationError(errors.METHOD_NOT_ALLOWED, str(exc.detail), status=405)
     if isinstance(exc, drf_exceptions.APIException):
         return ApplicationError(exc.default_code or "error", str(exc.detail), status=exc.status_code)
+    if transient_database_error(exc):
+        logger.warning("database unavailable: %s", error_text(exc))
+        return unavailable_error()
+    return None
+
+
+def retry_after_header(error: ApplicationError, wait: float | None = None) -> str | None:
+    """The `Retry-After` value a refusal carries: a throttle's wait, or a 503's `retry_after_s`; None for
+    every other refusal."""
+    if wait is not None:
+        return str(int(wait) + 1)
+    if error.status == 503 and "retry_after_s" in error.extra:
+        return str(error.extra["retry_after_s"])
     return None
 
 
@@ -90,9 +105,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         logger.exception("unhandled error in API view %s", type(exc).__name__)
         return None
     response = Response(render_error(error), status=error.status)
-    wait = _wait(exc)
-    if wait is not None:
-        response["Retry-After"] = str(int(wait) + 1)
+    retry_after = retry_after_header(error, _wait(exc))
+    if retry_after is not None:
+        response["Retry-After"] = retry_after
     auth_header = getattr(exc, "auth_header", None)
     if auth_header:
         response["WWW-Authenticate"] = auth_header

@@ -8,11 +8,9 @@ class CoreConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
-        from django.db.backends.signals import connection_created
 
-        from opencompany.core import db, logins, tokens
+        from opencompany.core import logins, tokens
 
-        connection_created.connect(db.plan_once_per_connection, dispatch_uid="core.plan_once")
         user_login_failed.connect(logins.on_user_login_failed, dispatch_uid="core.login_failed")
         user_logged_in.connect(logins.on_user_logged_in, dispatch_uid="core.logged_in")
         user_logged_out.connect(tokens.on_user_logged_out, dispatch_uid="core.logged_out")

@@ -17,7 +17,7 @@ exceptions either way.
 
 A prepared statement is planned for its values for its first five runs before PostgreSQL settles on
 a plan for any values; recall's statements cost more to plan than to run, and a connection runs many
-shapes of them, so `plan_once_per_connection` has a new connection use the generic plan from the
+shapes of them, so `configure_session` has a new connection use the generic plan from the
 first run (``plan_cache_mode``). It only changes prepared statements: the ORM's never are.
 
 Turn ``OPENCOMPANY_DB_PREPARE`` off behind a pooler that cannot keep prepared statements per client
@@ -73,13 +73,14 @@ def _run[T](sql: str, params: Params, fetch: Callable[[Any], T]) -> T:
         return fetch(cursor)
 
 
-def plan_once_per_connection(sender: Any, connection: Any, **kwargs: Any) -> None:
-    """`connection_created` receiver: on PostgreSQL, with preparing on, the session's prepared
-    statements (and PL/pgSQL's) are planned once, for any values. Sent on the raw connection, so
-    nothing that counts queries sees it, and outside any transaction (Django connects in autocommit)."""
-    if connection.vendor != "postgresql" or not settings.OPENCOMPANY_DB_PREPARE:
-        return
-    connection.connection.execute("SET plan_cache_mode = force_generic_plan")
+def configure_session(raw: Any) -> bool:
+    """Set up a new PostgreSQL session (called once per connection the backend opens, pooled or not):
+    with preparing on, its prepared statements (and PL/pgSQL's) are planned once, for any values.
+    Runs on the raw connection, so nothing that counts queries sees it. Returns whether it wrote
+    anything a transaction would need committed (never: the session is in autocommit)."""
+    if settings.OPENCOMPANY_DB_PREPARE:
+        raw.execute("SET plan_cache_mode = force_generic_plan")
+    return False
 
 
 def hot_fetchone(sql: str, params: Params) -> tuple[Any, ...] | None:

@@ -17,6 +17,7 @@ NOT_AUTHENTICATED = "not_authenticated"
 METHOD_NOT_ALLOWED = "method_not_allowed"
 THROTTLED = "throttled"
 INTERNAL_ERROR = "internal_error"
+SERVICE_UNAVAILABLE = "service_unavailable"
 
 _DEFAULT_STATUS = {
     INVALID_REQUEST: 400,
@@ -27,6 +28,7 @@ _DEFAULT_STATUS = {
     METHOD_NOT_ALLOWED: 405,
     THROTTLED: 429,
     INTERNAL_ERROR: 500,
+    SERVICE_UNAVAILABLE: 503,
 }
 
 

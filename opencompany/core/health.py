@@ -3,7 +3,8 @@
 
 Each check answers `{"status": "ok" | "down", ...}` with counts and names only. The answer is
 `ok`, `degraded` (something other than the database is down: the app still serves, with less) or
-`down` (the database is unreachable; HTTP 503).
+`down` (the database is unreachable, or no pooled connection came free in time; HTTP 503). The database
+check also reports the process's connection pool.
 """
 
 from __future__ import annotations
@@ -32,11 +33,38 @@ def register_health_check(name: str, check: HealthCheck) -> None:
     _checks[name] = check
 
 
+def pool_usage() -> dict[str, int] | None:
+    """This process's database connections when they are pooled (None otherwise): the most it may hold
+    (`max`), how many it holds (`size`), in use by a request, websocket call or run step (`in_use`),
+    waiting for one now (`waiting`), and how many callers gave up waiting since the process started
+    (`timeouts`)."""
+    pool = getattr(connection, "pool", None)
+    if pool is None:
+        return None
+    stats = pool.get_stats()
+    return {
+        "max": stats["pool_max"],
+        "size": stats["pool_size"],
+        "in_use": stats["pool_size"] - stats["pool_available"],
+        "waiting": stats["requests_waiting"],
+        "timeouts": stats.get("requests_errors", 0),
+    }
+
+
 def database_health() -> dict[str, Any]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-        cursor.fetchone()
-    return {"status": "ok", "vendor": connection.vendor}
+    """`SELECT 1`, with the pool's use as it was before this check took a connection."""
+    pool = pool_usage()
+    health: dict[str, Any] = {"status": "ok", "vendor": connection.vendor}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception:
+        logger.warning("health check database failed", exc_info=True)
+        health["status"] = "down"
+    if pool is not None:
+        health["pool"] = pool
+    return health
 
 
 def channel_layer_health() -> dict[str, Any]:
@@ -61,7 +89,7 @@ def _run(name: str, check: HealthCheck) -> dict[str, Any]:
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    checks = {"database": _run("database", database_health)}
+    checks = {"database": database_health()}
     checks["channel_layer"] = _run("channel_layer", channel_layer_health)
     for name, check in list(_checks.items()):
         checks[name] = _run(name, check)

@@ -17,7 +17,8 @@ from django.db import DatabaseError
 _SQLITE_TABLE = re.compile(r"constraint failed: ([A-Za-z_][A-Za-z0-9_]*)\.")
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and what caused it, outermost first (each once)."""
     seen: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in seen:
@@ -29,7 +30,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 def database_error_summary(exc: BaseException) -> str | None:
     """`<Class> sqlstate=<code> table=<table>` when `exc` is (or was caused by) a database error, else
     None. Only names and codes: nothing of the error's message."""
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     django_error = next((e for e in chain if isinstance(e, DatabaseError)), None)
     if django_error is None:
         return None

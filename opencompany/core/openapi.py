@@ -4,7 +4,8 @@ envelope `{code, message, extra}` and the codes that status can carry there.
 The statuses and codes come from what the operation is made of, the way `opencompany.core.api`'s
 exception handler turns DRF's refusals into `ApplicationError`s: authentication (401/403), input
 (400, 413, 415), path parameters (404), a `cursor` parameter (`invalid_cursor`), throttles (429 with
-`Retry-After`). What only the services know (a conflict, a domain refusal) a view declares with
+`Retry-After`), and the database (503 `service_unavailable` with `Retry-After`, every operation). What
+only the services know (a conflict, a domain refusal) a view declares with
 `@api_errors({409: [...]})`.
 """
 
@@ -160,6 +161,7 @@ class ErrorsAutoSchema(AutoSchema):
             add(429, errors.THROTTLED)
         for status, codes in declared_errors(self.view, self.method).items():
             add(status, *codes)
+        add(503, errors.SERVICE_UNAVAILABLE)  # every operation reads the database
         return out
 
     def _envelope_ref(self) -> dict[str, Any]:
@@ -189,7 +191,7 @@ class ErrorsAutoSchema(AutoSchema):
                 "description": _DESCRIPTIONS.get(status, "Refused."),
                 "content": {"application/json": {"schema": schema}},
             }
-            if status == 429:
+            if status in (429, 503):
                 response["headers"] = {
                     "Retry-After": {
                         "schema": {"type": "integer", "minimum": 1},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from django.conf import settings
@@ -23,6 +24,7 @@ from opencompany.core import logins, tokens
 from opencompany.core.api import JSONInput, ScopedSettingsThrottle
 from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, invalid, render_error
 from opencompany.core.openapi import api_errors
+from opencompany.core.unavailable import transient_database_error, unavailable_error
 
 INVALID_CREDENTIALS = "invalid_credentials"
 
@@ -119,7 +121,10 @@ def api_docs(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
 
 def error_response(error: ApplicationError) -> JsonResponse:
     """An `ApplicationError` as a plain Django JSON response (outside DRF's views)."""
-    return JsonResponse(render_error(error), status=error.status)
+    response = JsonResponse(render_error(error), status=error.status)
+    if "retry_after_s" in error.extra:
+        response["Retry-After"] = str(error.extra["retry_after_s"])
+    return response
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
@@ -129,8 +134,22 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     return HttpResponse("Not found.", status=404, content_type="text/plain")
 
 
+def _wants_json(request: HttpRequest) -> bool:
+    return request.path.startswith(("/api/", "/healthz"))
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
-    """Django's 500 handler: `internal_error` under /api/, plain text elsewhere."""
-    if request.path.startswith("/api/"):
+    """Django's 500 handler: `internal_error` under /api/, plain text elsewhere. A database that cannot
+    serve now (unreachable, or no pooled connection free in time) is 503 `service_unavailable` with
+    `Retry-After` instead, wherever it surfaced (a view, a middleware, the session)."""
+    failure = sys.exc_info()[1]
+    if failure is not None and transient_database_error(failure):
+        error = unavailable_error()
+        if _wants_json(request):
+            return error_response(error)
+        response = HttpResponse(f"{error.message}\n", status=503, content_type="text/plain")
+        response["Retry-After"] = str(error.extra["retry_after_s"])
+        return response
+    if _wants_json(request):
         return error_response(internal_error())
     return HttpResponse("Server error.", status=500, content_type="text/plain")

@@ -34,6 +34,7 @@ def _prepared(fragment: str) -> list[str]:
 
 def test_a_hot_statement_is_prepared_once_on_a_connection_django_opened_without_a_threshold():
     connection.close()
+    connection.close_pool()  # a new session
     connection.ensure_connection()
     assert connection.connection.prepare_threshold is None  # as Django opens it: prepared statements off
 
@@ -103,25 +104,36 @@ def test_the_draft_save_runs_prepared_and_only_for_its_claimant(workflow, settin
     assert len(_prepared("UPDATE chat_chatrun SET draft_text")) == 1
 
 
-def test_a_connection_outlives_the_cleanup_channels_runs_around_each_database_call():
-    """Channels closes obsolete connections before and after every database_sync_to_async call; on
-    PostgreSQL ours are kept (DB_CONN_MAX_AGE defaults to 60 there), so a websocket frame does not
-    reconnect and the prepared statements stay."""
-    assert settings.DATABASES["default"]["CONN_MAX_AGE"] == 60
+def test_a_pooled_session_outlives_the_cleanup_channels_runs_around_each_database_call():
+    """Channels closes connections before and after every database_sync_to_async call; closing gives a
+    pooled connection back, so a websocket frame takes a session the pool holds (no new connection)
+    with its prepared statements still there."""
+    assert settings.DATABASES["default"]["CONN_MAX_AGE"] == 0
+    connection.close()
+    connection.close_pool()
     hot_fetchone(_PROBE, {"n": 1})
-    backend = connection.connection.info.backend_pid
+    pool = connection.pool
+    opened = pool.get_stats()["connections_num"]
+    sessions = set()
 
-    close_old_connections()  # what Channels runs after a call
-    close_old_connections()  # and before the next
+    for n in range(2, 12):
+        close_old_connections()  # what Channels runs after a call
+        close_old_connections()  # and before the next
+        assert hot_fetchone(_PROBE, {"n": n}) == (n + 1,)
+        sessions.add(connection.connection.info.backend_pid)
+        assert len(_prepared("hot_probe")) == 1
 
-    assert hot_fetchone(_PROBE, {"n": 2}) == (3,)
-    assert connection.connection.info.backend_pid == backend
-    assert len(_prepared("hot_probe")) == 1
+    stats = pool.get_stats()
+    assert stats["connections_num"] == opened  # every call took a pooled session
+    assert len(sessions) <= stats["pool_size"]
+    close_old_connections()
+    assert pool.get_stats()["pool_available"] == stats["pool_available"] + 1  # and gave it back
 
 
 def test_prepare_off_prepares_nothing(settings):
     settings.OPENCOMPANY_DB_PREPARE = False
     connection.close()
+    connection.close_pool()
 
     assert hot_fetchall(_PROBE, {"n": 1}) == [(2,)]
 
@@ -137,6 +149,7 @@ def _plan_cache_mode() -> str:
 
 def test_a_prepared_statement_is_planned_once_for_any_values():
     connection.close()
+    connection.close_pool()
     for n in range(8):
         hot_fetchone(_PROBE, {"n": n})
 
@@ -152,6 +165,7 @@ def test_a_prepared_statement_is_planned_once_for_any_values():
 def test_prepare_off_leaves_planning_as_postgresql_chooses(settings):
     settings.OPENCOMPANY_DB_PREPARE = False
     connection.close()
+    connection.close_pool()
     connection.ensure_connection()
 
     assert _plan_cache_mode() == "auto"
