@@ -41,8 +41,9 @@ class AuthTokenThrottle(ScopedSettingsThrottle):
 class AuthTokenView(APIView):
     """`POST /api/v1/auth/token {username, password}` → `{token, expires_at}` for the frontend.
 
-    Behind the sign-in throttle (per client address and per username, with lockout backoff) and the
-    `auth_token` rate. Each call issues a new token; older ones stay valid until they expire or are
+    Behind the sign-in throttle (per client address and per username, counted before the password is
+    checked, with lockout backoff), a bounded number of password checks at once per process
+    (`service_unavailable` past `OPENCOMPANY_LOGIN_HASH_WAIT_S`) and the `auth_token` rate. Each call issues a new token; older ones stay valid until they expire or are
     revoked."""
 
     authentication_classes: list[Any] = []
@@ -62,12 +63,19 @@ class AuthTokenView(APIView):
         data = AuthTokenInput(data=request.data)
         data.is_valid(raise_exception=True)
         username = data.validated_data["username"]
-        retry_after = logins.login_retry_after(request=request, username=username)
+        retry_after = logins.login_attempt_admit(request=request, username=username)
         if retry_after is not None:
             raise drf_exceptions.Throttled(wait=retry_after)
-        user = authenticate(request._request, username=username, password=data.validated_data["password"])
+        try:
+            with logins.password_check_slot():
+                user = authenticate(
+                    request._request, username=username, password=data.validated_data["password"]
+                )
+        except ApplicationError:
+            logins.login_attempt_withdraw(request=request, username=username)
+            raise
         if user is None or not user.is_active:
-            # The failure was counted by `authenticate` (its `user_login_failed` signal).
+            # The attempt was counted before the password was checked.
             raise ApplicationError(INVALID_CREDENTIALS, "Wrong username or password.", status=401)
         logins.login_succeeded(request=request, username=username)
         token, expires_at = tokens.token_issue(user=user)
