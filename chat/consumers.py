@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+import weakref
 from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -23,11 +24,13 @@ from chat.models import TERMINAL_STATES, ChatRun, ChatThread
 from chat.selectors import chat_history, render_run_snapshot
 from graphs.selectors import workflow_for_owner
 from graphs.services import TRANSFERRED_EVENT
-from opencompany.core import gate
+from opencompany.core import gate, lifecycle
 from opencompany.core.asyncdb import db_call
 from opencompany.core.errors import NOT_FOUND, ApplicationError, internal_error, render_error
 from opencompany.core.events import chat_group, owner_group, remember_serving_loop
+from opencompany.core.lifecycle import wait_until
 from opencompany.core.tokens import AUTH_REVOKED_EVENT, session_digest
+from opencompany.core.unavailable import transient_database_error, unavailable_error
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +38,9 @@ MAX_FRAME_BYTES = 64 * 1024
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_TRANSFERRED = 4410
+# This server is shutting down; the page reconnects at once. (RFC 6455's own 1012, "service restart",
+# is not one an application may send; 4012 mirrors it.)
+CLOSE_SERVER_RESTARTING = 4012
 OWNER_EVENTS = (
     "context.updated",
     "memory.updated",
@@ -44,6 +50,23 @@ OWNER_EVENTS = (
     "workflow.deleted",
 )
 RESUME_WAIT_S = 3.0
+CLOSE_WAIT_S = 2.0
+
+
+# The sockets this process serves, so a shutdown can close each with `CLOSE_SERVER_RESTARTING`.
+_open_sockets: weakref.WeakSet[ChatConsumer] = weakref.WeakSet()
+
+
+async def sockets_close_for_restart(deadline: float) -> None:
+    """Shutdown step: close every chat socket of this process with 4012 (the page reconnects, to
+    another server or to this one restarted)."""
+    sockets = list(_open_sockets)
+    for socket in sockets:
+        await socket.close(code=CLOSE_SERVER_RESTARTING)
+    # The close frames leave only while the process still runs: wait for the clients' answers (each
+    # socket's disconnect), briefly.
+    await wait_until(lambda: not _open_sockets, time.monotonic() + CLOSE_WAIT_S)
+    logger.warning("shutdown: closed %d chat socket(s) for the restart", len(sockets))
 
 
 class WorkflowGone(ApplicationError):
@@ -132,12 +155,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         session = self.scope.get("session")
         self.session_digest = session_digest(getattr(session, "session_key", None))
         await self.accept()
+        if lifecycle.draining():
+            await self.close(code=CLOSE_SERVER_RESTARTING)
+            return
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         if not await self._owns():
             await self.close(code=CLOSE_NOT_FOUND)
             return
+        _open_sockets.add(self)
         for group in (chat_group(self.workflow_id), owner_group(self.user.pk)):
             await self.channel_layer.group_add(group, self.channel_name)
             self.joined.append(group)
@@ -145,6 +172,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self._send({"type": "thread", "request_id": None, **history})
 
     async def disconnect(self, code: int) -> None:
+        _open_sockets.discard(self)
         for group in self.joined:
             await self.channel_layer.group_discard(group, self.channel_name)
         self.joined = []
@@ -193,7 +221,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except ApplicationError as exc:
             await self._send(_error(exc, request_id))
             return
-        except Exception:
+        except Exception as exc:
+            if transient_database_error(exc):
+                logger.warning("chat frame met an unavailable database type=%s", frame.get("type"))
+                await self._send(_error(unavailable_error(), request_id))
+                return
             logger.exception("chat frame failed type=%s workflow=%s", frame.get("type"), self.workflow_id)
             await self._send(_error(internal_error(), request_id))
             return

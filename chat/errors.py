@@ -12,6 +12,7 @@ MESSAGE_TOO_LONG = "message_too_long"
 RATE_LIMITED = "rate_limited"
 IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
 CHAT_NOT_ARCHIVED = "chat_not_archived"
+SERVER_RESTARTING = "server_restarting"  # this server is shutting down: send again once reconnected
 
 # run error codes (on `run.error` and `ChatRun.error_code`)
 RUN_FAILED = "run_failed"
@@ -36,4 +37,5 @@ STATUS = {
     RUN_ENDED: 409,
     IDEMPOTENCY_KEY_REUSED: 409,
     CHAT_NOT_ARCHIVED: 409,
+    SERVER_RESTARTING: 503,
 }

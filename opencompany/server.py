@@ -1,5 +1,5 @@
-"""The production server: daphne, with a request body limit enforced while reading and an access log
-without query strings.
+"""The production server: daphne, with a request body limit enforced while reading, an access log
+without query strings, and a graceful shutdown.
 
 Run it as `python -m opencompany.server -b 0.0.0.0 -p 8000 opencompany.asgi:application` (every daphne
 option applies). Daphne's HTTP layer reads a whole request body, to memory or a temporary file, before
@@ -7,21 +7,31 @@ the application sees the request, so a limit in the application comes too late; 
 `OPENCOMPANY_MAX_BODY_BYTES`, announced by `Content-Length` or counted while a chunked body arrives, is
 answered 413 `too_large` at once and the rest of it is never read. The access log writes each request's
 path without its query string (query strings carry search text).
+
+On SIGTERM (or SIGINT) the server stops listening and drains before daphne ends its connections
+(`opencompany.core.lifecycle.shut_down`): runs are no longer admitted here, live answers get
+`OPENCOMPANY_SHUTDOWN_GRACE_S` to finish, the rest end interrupted with their text kept, and every chat
+socket is closed with 4012 ("server restarting"), which the page answers by reconnecting.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import logging
 from typing import Any
 
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
 from daphne.server import Server as DaphneServer
 from django.conf import settings
-from twisted.internet import reactor
+from twisted.internet import defer, reactor
 
+from opencompany.core import lifecycle
 from opencompany.core.errors import TOO_LARGE, ApplicationError, render_error
+
+logger = logging.getLogger(__name__)
 
 # After a refusal the connection reads (and drops) what the client still sends for at most this long,
 # so the client can read the 413 before the connection closes, then it is cut.
@@ -124,7 +134,22 @@ class BodyLimitedHTTPFactory(HTTPFactory):
 
 
 class Server(DaphneServer):
-    """Daphne's server with `BodyLimitedRequest` and an access log without query strings."""
+    """Daphne's server with `BodyLimitedRequest`, an access log without query strings and a graceful
+    shutdown."""
+
+    def listen_success(self, port: Any) -> None:
+        self._ports = [*getattr(self, "_ports", []), port]
+        super().listen_success(port)
+
+    def kill_all_applications(self) -> Any:
+        """Twisted's "before shutdown" step (daphne's own ends every connection at once): stop listening,
+        drain (`lifecycle.shut_down`), then let daphne end what is left."""
+        for port in getattr(self, "_ports", []):
+            port.stopListening()
+        drained = defer.Deferred.fromFuture(asyncio.ensure_future(lifecycle.shut_down()))
+        drained.addErrback(lambda failure: logger.error("shutdown drain failed: %s", failure.value))
+        drained.addBoth(lambda _: DaphneServer.kill_all_applications(self))
+        return drained
 
     @property
     def http_factory(self) -> HTTPFactory:

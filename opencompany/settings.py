@@ -299,6 +299,11 @@ OPENCOMPANY_MEMORY_RECEIPT_DAYS = _env_int("OPENCOMPANY_MEMORY_RECEIPT_DAYS", 30
 OPENCOMPANY_EMBEDDER = os.environ.get("OPENCOMPANY_EMBEDDER", "none")
 OPENCOMPANY_RUN_EXECUTOR = os.environ.get("OPENCOMPANY_RUN_EXECUTOR", "inprocess")
 OPENCOMPANY_RUN_TIMEOUT_S = _env_int("OPENCOMPANY_RUN_TIMEOUT_S", 86_400)
+# How long a run's step waits for an unreachable database before the run ends interrupted (its last
+# message and its end wait until the database is back: only the database frees the lane).
+OPENCOMPANY_RUN_COMMIT_RETRY_S = float(os.environ.get("OPENCOMPANY_RUN_COMMIT_RETRY_S") or 30)
+# On SIGTERM a server lets its live answers finish for this long, then ends the rest interrupted.
+OPENCOMPANY_SHUTDOWN_GRACE_S = float(os.environ.get("OPENCOMPANY_SHUTDOWN_GRACE_S") or 20)
 # Database threads of the in-process run loop (the serving loop has its own), each with its kept
 # connection: with one, every run of the process waited behind any run's slow or lock-waiting statement;
 # each more lets more runs take CPU from the serving loop (docs/benchmarks.md, chat load).

@@ -16,6 +16,7 @@ from typing import Any
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
+from chat.executor.live import live_run_expect
 from chat.executor.run import execute_run
 from chat.models import ChatRun
 from chat.tasks import execute_run_task
@@ -161,6 +162,7 @@ def dispatch_run(run_id: str, *, claimed: ChatRun | None = None) -> None:
         if mode == "tasks":
             execute_run_task.enqueue(run_id)
         elif mode == "inprocess":
+            live_run_expect(run_id)
             spawn(execute_run(run_id, claimed=claimed))
         # "manual": the caller drives execute_run
     except Exception:

@@ -1,5 +1,10 @@
 """`execute_run`: claim a run, begin its turn, run the agent loop with a sink that appends per turn while
-the stream publishes its events, and end the run in one terminal state."""
+the stream publishes its events, and end the run in one terminal state.
+
+A run ends `error/interrupted`, with every character it streamed kept (the reply, and the agent's
+Context through `ConversationSink.keep_unsaved`), when its process shuts down past the grace period or
+the database stays unreachable past a step's retry budget; its end is written as soon as the database
+answers, which frees the lane."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from typing import Any
 
 from chat import errors
 from chat import services as chat_services
+from chat.executor.live import live_run_attach, live_run_end
 from chat.executor.prepare import prepare_run
 from chat.executor.probe import verified_config
 from chat.executor.runtime import run_with_runtime
@@ -19,6 +25,8 @@ from chat.models import ChatRun
 from conversations.services.context import CallScope
 from opencompany.core.asyncdb import db_call
 from opencompany.core.errors import ApplicationError
+from opencompany.core.retry import commit_retry
+from opencompany.core.unavailable import transient_database_error
 from opencompany.llm.loop import LoopResult, ToolResultEvent, run_agent_loop
 from opencompany.llm.providers import ProviderError, TextDelta, ToolCallEvent, get_provider
 from opencompany.llm.providers.base import Request
@@ -28,10 +36,21 @@ from opencompany.llm.tools import ToolContext
 logger = logging.getLogger("chat.executor")
 
 
+RESTARTED_MESSAGE = "The server restarted before the agent finished; this answer may be incomplete."
+UNAVAILABLE_MESSAGE = "The database was unreachable while the agent answered; this answer may be incomplete."
+
+
 async def execute_run(run_id: str, *, claimant: str | None = None, claimed: ChatRun | None = None) -> str:
     """Claim the run and take it to one terminal state. Returns that state, or `not_claimed`.
 
     `claimed`: the admission already claimed the run for this process and published `run.started`."""
+    try:
+        return await _execute(run_id, claimant=claimant, claimed=claimed)
+    finally:
+        live_run_end(run_id)
+
+
+async def _execute(run_id: str, *, claimant: str | None, claimed: ChatRun | None) -> str:
     if claimed is not None:
         run = claimed
         claimant = run.claimant
@@ -45,10 +64,12 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
     if claimed is None:
         await stream.emit("run.started", chat_services.run_started_event(run), seq=run.last_seq)
     stop = asyncio.Event()
+    live = live_run_attach(run_id, stop)
     listener = asyncio.ensure_future(listen_for_stop(run_id, stop))
     beating = asyncio.ensure_future(heartbeat(stream))
     outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
     usage: dict[str, Any] = {}
+    sink: ConversationSink | None = None
     try:
         prepared = await db_call(prepare_run)(run, claimant=claimant, stop=stop)
         provider = None  # an agent program runs the turn itself
@@ -69,7 +90,7 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
             owner_id=prepared.owner_id,
             extras={"actor": f"agent:{run.run_id}"},
         )
-        sink = ConversationSink(
+        run_sink = ConversationSink(
             prepared.key,
             len(prepared.messages),
             prepared.digest,
@@ -82,9 +103,11 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
                 key=prepared.key,
             ),
         )
+        sink = run_sink
 
         async def on_event(event: Any) -> None:
             if isinstance(event, TextDelta):
+                run_sink.stream(event.text)
                 await stream.delta(event.text)
             elif isinstance(event, ToolCallEvent):
                 block = event.block
@@ -108,14 +131,14 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
         result: LoopResult
         if provider is None:
             result = await run_with_runtime(
-                prepared, run, tools=tools, context=context, sink=sink, stop=stop, on_event=on_event
+                prepared, run, tools=tools, context=context, sink=run_sink, stop=stop, on_event=on_event
             )
         else:
             result = await run_agent_loop(
                 request,
                 provider,
                 tools,
-                sink,
+                run_sink,
                 stop,
                 tool_context=context,
                 tool_result_max_chars=prepared.tool_result_max_chars,
@@ -136,23 +159,37 @@ async def execute_run(run_id: str, *, claimant: str | None = None, claimed: Chat
     except ApplicationError as exc:
         outcome, code, message = "error", exc.code, exc.message
     except Exception as exc:
-        logger.exception("run failed run=%s error=%s", run_id, type(exc).__name__)
-        outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
+        if transient_database_error(exc):
+            outcome, code, message = "error", errors.INTERRUPTED, UNAVAILABLE_MESSAGE
+        else:
+            logger.exception("run failed run=%s error=%s", run_id, type(exc).__name__)
+            outcome, code, message = "error", errors.RUN_FAILED, "The run failed."
     finally:
         listener.cancel()
         beating.cancel()
         await stream.flush_pending()
-    if stop.is_set() and outcome == "error" and code == errors.PERSIST_FAILED:
+        await stream.close()
+    if live.interrupted and outcome != "finished":
+        outcome, code, message = "error", errors.INTERRUPTED, RESTARTED_MESSAGE
+    elif code == errors.PERSIST_FAILED and sink is not None and sink.database_unavailable:
+        outcome, code, message = "error", errors.INTERRUPTED, UNAVAILABLE_MESSAGE
+    elif stop.is_set() and outcome == "error" and code == errors.PERSIST_FAILED:
         outcome = "stopped"
-    await db_call(chat_services.run_finish)(
-        run_id=run_id,
-        claimant=claimant,
-        outcome=outcome,
-        text=stream.text,
-        seq=stream.seq,
-        steps=stream.steps,
-        error_code=code,
-        error_message=message,
-        usage=usage,
+    if outcome == "error" and sink is not None:
+        await sink.keep_unsaved()
+    await commit_retry(
+        lambda: db_call(chat_services.run_finish)(
+            run_id=run_id,
+            claimant=claimant,
+            outcome=outcome,
+            text=stream.text,
+            seq=stream.seq,
+            steps=stream.steps,
+            error_code=code,
+            error_message=message,
+            usage=usage,
+        ),
+        budget_s=None,
+        what=f"run end run={run_id}",
     )
     return outcome

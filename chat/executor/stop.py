@@ -11,6 +11,7 @@ from channels.layers import get_channel_layer
 from chat import services as chat_services
 from chat.models import ChatRun
 from opencompany.core.asyncdb import db_call
+from opencompany.core.unavailable import transient_database_error
 
 logger = logging.getLogger("chat.executor")
 
@@ -39,7 +40,13 @@ async def listen_for_stop(run_id: str, stop: asyncio.Event) -> None:
         async def from_db() -> None:
             while True:
                 await asyncio.sleep(STOP_POLL_S)
-                state = await db_call(chat_services.run_state)(run_id=run_id)
+                try:
+                    state = await db_call(chat_services.run_state)(run_id=run_id)
+                except Exception as exc:
+                    # The database cannot say now: that is no Stop; ask again at the next poll.
+                    if not transient_database_error(exc):
+                        raise
+                    continue
                 if state != ChatRun.State.RUNNING:
                     return
 

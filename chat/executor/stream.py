@@ -1,5 +1,9 @@
 """A run's event stream: per-run event numbering, batched text deltas, and the reply draft kept durable
-on the run row (which doubles as the claim's heartbeat)."""
+on the run row (which doubles as the claim's heartbeat).
+
+The draft is saved beside the stream, never in its way: one save at a time runs in the background, a
+save that fails (the database unreachable) is logged and made again at the next flush, and the stream
+goes on meanwhile."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from chat import services as chat_services
 from chat.models import ChatRun
 from opencompany.core.asyncdb import db_call
 from opencompany.core.events import apublish_now, chat_group
+from opencompany.core.logs import error_text
 
 logger = logging.getLogger("chat.executor")
 
@@ -46,6 +51,8 @@ class RunStream:
         self._emitted_at = 0.0
         self._timer: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._saving: asyncio.Task[None] | None = None
+        self._save_failed = False
 
     async def emit(self, type: str, data: dict[str, Any], *, seq: int | None = None) -> None:
         async with self._lock:  # one publish at a time keeps seq order on the wire
@@ -108,16 +115,38 @@ class RunStream:
         await self.emit("run.step", {"step": step})
         await self.maybe_flush()
 
-    async def maybe_flush(self, *, force: bool = False) -> bool:
+    async def maybe_flush(self, *, force: bool = False) -> None:
+        """Start saving the draft (text, steps, seq) and the heartbeat when one is due (or `force`d),
+        unless a save is still running; does not wait for it."""
         now = time.monotonic()
         due = now - self._flushed_at >= (DRAFT_FLUSH_S if self._dirty else HEARTBEAT_S)
-        if not (force or due):
-            return True
+        if not (force or due) or (self._saving is not None and not self._saving.done()):
+            return
         self._flushed_at = now
         self._dirty = False
-        return await db_call(chat_services.run_save_draft)(
-            run_id=self.run_id, claimant=self.claimant, text=self.text, steps=list(self.steps), seq=self.seq
-        )
+        self._saving = asyncio.ensure_future(self._save(self.text, list(self.steps), self.seq))
+
+    async def _save(self, text: str, steps: list[dict[str, Any]], seq: int) -> None:
+        try:
+            await db_call(chat_services.run_save_draft)(
+                run_id=self.run_id, claimant=self.claimant, text=text, steps=steps, seq=seq
+            )
+        except Exception as exc:
+            self._dirty = True  # the next flush saves it again
+            if not self._save_failed:
+                logger.warning("draft not saved run=%s: %s", self.run_id, error_text(exc))
+            self._save_failed = True
+            return
+        self._save_failed = False
+
+    async def close(self) -> None:
+        """Stop the draft saves (the run's end writes the final text)."""
+        if self._saving is not None and not self._saving.done():
+            self._saving.cancel()
+            try:
+                await self._saving
+            except (asyncio.CancelledError, Exception):
+                logger.debug("draft save cancelled run=%s", self.run_id)
 
 
 async def heartbeat(stream: RunStream) -> None:
@@ -126,7 +155,4 @@ async def heartbeat(stream: RunStream) -> None:
     interval = float(settings.OPENCOMPANY_RUN_HEARTBEAT_S)
     while True:
         await asyncio.sleep(interval)
-        try:
-            await stream.maybe_flush(force=True)
-        except Exception:
-            logger.warning("heartbeat failed run=%s", stream.run_id)
+        await stream.maybe_flush(force=True)

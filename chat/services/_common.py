@@ -21,7 +21,7 @@ from chat import errors
 from chat.models import LIVE_STATES, ChatMessage, ChatRun, ChatThread
 from chat.selectors import live_generation
 from graphs.models import Workflow
-from opencompany.core import gate
+from opencompany.core import gate, lifecycle
 from opencompany.core.errors import ApplicationError, invalid
 from opencompany.core.events import chat_group, publish_now, publish_on_commit
 from opencompany.core.ids import mint_id
@@ -204,9 +204,16 @@ def _claims_at_admission() -> bool:
 
 
 def _admission_claim() -> dict[str, Any]:
-    """The claim columns a new run is written with (empty: it waits `queued` for a worker)."""
+    """The claim columns a new run is written with (empty: it waits `queued` for a worker). A process
+    shutting down admits no run it would execute itself (`server_restarting`)."""
     if not _claims_at_admission():
         return {}
+    if lifecycle.draining():
+        raise _err(
+            errors.SERVER_RESTARTING,
+            "The server is restarting; send again once the chat has reconnected.",
+            {"retry_after_s": 1},
+        )
     now = timezone.now()
     return {
         "state": ChatRun.State.RUNNING,

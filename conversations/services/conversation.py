@@ -57,6 +57,11 @@ def conversation_append(
     precise conflict: `context_changed` when the stored conversation no longer starts with the prefix
     the writer read (it was cleared, reset, rewound or rewritten under the writer),
     `conversation_conflict` when another writer appended after it or the length is stale.
+
+    With `expected_digest`, an append repeated after its first attempt landed (its commit's answer lost
+    with the connection) is answered with the stored state and `applied=False`, not a conflict: the
+    head is exactly what this append makes of that prefix (the chained digest keys the operation), so
+    a writer may retry it whenever it cannot tell whether it committed.
     """
     if isinstance(expected_length, bool) or not isinstance(expected_length, int) or expected_length < 0:
         raise invalid("expected_length must be an integer ≥ 0.")
@@ -137,6 +142,17 @@ def _append_after_digest(
     )
 
 
+def _already_appended(
+    head: AgentConversation | None, prepared: _Prepared, expected_length: int, expected_digest: str | None
+) -> bool:
+    """Whether the head is exactly this append applied after (`expected_length`, `expected_digest`)."""
+    if head is None or expected_digest is None or not prepared.wires:
+        return False
+    if head.length != expected_length + len(prepared.wires):
+        return False
+    return head.head_digest == _chain(prepared.encoded, expected_digest)[-1]
+
+
 @transaction.atomic
 def _append_locked(
     key: ConversationKey,
@@ -150,6 +166,8 @@ def _append_locked(
     if expected_digest is not None and not _extends(head, expected_length, expected_digest):
         raise _context_changed(head, expected_length)
     current = head.length if head is not None else 0
+    if _already_appended(head, prepared, expected_length, expected_digest):
+        return _state(head)
     if current != expected_length:
         raise _error(
             errors.CONVERSATION_CONFLICT,

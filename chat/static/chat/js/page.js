@@ -92,6 +92,7 @@ export class ChatPage {
       connecting: "Connecting…",
       open: "Connected",
       reconnecting: "Reconnecting…",
+      restarting: "Server restarting…",
       unauthenticated: "Signed out",
       gone: "Unavailable",
       transferred: "Transferred",
@@ -106,6 +107,10 @@ export class ChatPage {
       banner.hidden = false;
       banner.dataset.kind = "warn";
       banner.textContent = attempt > 1 ? `Reconnecting… (attempt ${attempt})` : "Reconnecting…";
+    } else if (state === "restarting") {
+      banner.hidden = false;
+      banner.dataset.kind = "warn";
+      banner.textContent = "The server is restarting; reconnecting…";
     } else if (state === "unauthenticated") {
       banner.hidden = false;
       banner.dataset.kind = "error";

@@ -1,6 +1,8 @@
 // The chat websocket: reconnects with backoff, pairs answers with requests (docs/chat-protocol.md).
 
 const RECONNECT_MAX_MS = 5000;
+const CLOSE_SERVER_RESTARTING = 4012;
+const RESTART_RECONNECT_MS = 500;
 
 export class ChatSocket {
   constructor(url, { onFrame, onState }) {
@@ -64,6 +66,13 @@ export class ChatSocket {
         return;
       }
       if (this.closedForGood) return;
+      if (event.code === CLOSE_SERVER_RESTARTING) {
+        // The server is shutting down: reconnect soon (to another server, or to it restarted).
+        this.attempt = 0;
+        this.onState("restarting", 0);
+        setTimeout(() => this.connect(), RESTART_RECONNECT_MS);
+        return;
+      }
       this.attempt += 1;
       this.onState("reconnecting", this.attempt);
       const delay = Math.min(RECONNECT_MAX_MS, 300 * 2 ** Math.min(this.attempt - 1, 5));
