@@ -269,6 +269,9 @@ LOGGING = {
     "loggers": {
         "django": {"handlers": [], "level": "INFO", "propagate": True},
         "django.db.backends": {"level": "WARNING"},
+        # The pool logs every failed reconnection attempt (several a second during an outage); the
+        # outage itself is logged once by whoever waits for it (opencompany/core/retry.py, /healthz).
+        "psycopg.pool": {"level": "ERROR"},
     },
 }
 

@@ -1,7 +1,15 @@
 """The settings the test suite and the processes it starts run with: the product's settings, with a fast
 password hasher (Django's documented advice for tests), since the default's work factor is what makes it
-safe and would dominate the suite's CPU time."""
+safe and would dominate the suite's CPU time, and, on PostgreSQL, a connection pool sized for a test
+process: its main thread, the threads the concurrency tests race (up to 16) and the helper threads the
+async tests use each hold a connection at once."""
+
+import os
 
 from opencompany.settings import *  # noqa: F403
+from opencompany.settings import DATABASES, DB_POOL
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+if DB_POOL and not os.environ.get("DB_POOL_MAX_SIZE"):
+    DATABASES["default"]["OPTIONS"]["pool"]["max_size"] = 24

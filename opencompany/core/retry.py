@@ -18,9 +18,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from opencompany.core.logs import error_text
-from opencompany.core.unavailable import transient_database_error
+from opencompany.core.unavailable import DatabaseUnavailable, transient_database_error
 
 logger = logging.getLogger(__name__)
 
@@ -31,14 +32,17 @@ MAX_DELAY_S = 0.5
 async def commit_retry[T](call: Callable[[], Awaitable[T]], *, budget_s: float | None, what: str) -> T:
     """Await `call()`, trying again after a transient database error (after 0.1 s, doubling to 0.5 s)
     until `budget_s` seconds have passed since the first attempt (None: until it succeeds). Any other
-    error, and the last transient one once the budget is spent, is raised. `what` names the write in
-    the log (ids only)."""
+    error is raised; once the budget is spent, `DatabaseUnavailable`, even while an attempt is still
+    waiting for a connection (it is left to finish on its own: a repeat of it is safe). `what` names
+    the write in the log (ids only)."""
     started = time.monotonic()
     delay = FIRST_DELAY_S
     failures = 0
     while True:
         try:
-            result = await call()
+            result = await _attempt(
+                call, None if budget_s is None else budget_s - (time.monotonic() - started)
+            )
         except Exception as exc:
             if not transient_database_error(exc):
                 raise
@@ -49,10 +53,27 @@ async def commit_retry[T](call: Callable[[], Awaitable[T]], *, budget_s: float |
                 logger.warning(
                     "database still unavailable at %s after %d attempt(s): giving up", what, failures
                 )
-                raise
+                raise DatabaseUnavailable(what) from exc
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_DELAY_S)
             continue
         if failures:
             logger.warning("database back at %s after %d failed attempt(s)", what, failures)
         return result
+
+
+async def _attempt[T](call: Callable[[], Awaitable[T]], within_s: float | None) -> T:
+    """One attempt, waited for at most `within_s` (None: as long as it takes)."""
+    attempt = asyncio.ensure_future(call())
+    if within_s is None:
+        return await attempt
+    done, _ = await asyncio.wait({attempt}, timeout=max(0.0, within_s))
+    if not done:
+        attempt.add_done_callback(_forget)
+        raise DatabaseUnavailable("no answer from the database within the budget")
+    return attempt.result()
+
+
+def _forget(attempt: asyncio.Future[Any]) -> None:
+    if not attempt.cancelled():
+        attempt.exception()  # retrieved: an attempt left behind fails quietly

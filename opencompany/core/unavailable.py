@@ -26,12 +26,16 @@ _TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "57P01", "57P02", "57P03"})
 RETRY_AFTER_S = 2
 
 
+class DatabaseUnavailable(Exception):
+    """A write gave up waiting for the database (`opencompany.core.retry.commit_retry`)."""
+
+
 def transient_database_error(exc: BaseException) -> bool:
     """Whether `exc` (or what caused it) is a database failure that trying again later can cure: no
     connection could be had or kept (any SQLSTATE of class 08, or a connection error the server never
     answered), the server is going away or not ready, or a serialization or deadlock race was lost."""
     for error in exception_chain(exc):
-        if isinstance(error, PoolTimeout | TooManyRequests | PoolClosed):
+        if isinstance(error, PoolTimeout | TooManyRequests | PoolClosed | DatabaseUnavailable):
             return True
         sqlstate = getattr(error, "sqlstate", None)
         if sqlstate:
