@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 import weakref
 from typing import Any
@@ -74,18 +75,18 @@ class WorkflowGone(ApplicationError):
 
 
 class _Bucket:
-    """Per-socket token bucket: `rate` frames per second, bursts up to `burst`."""
+    """Per-socket token bucket: `rate` tokens per second, bursts up to `burst`."""
 
     def __init__(self, rate: float, burst: float) -> None:
         self.rate, self.burst, self.tokens, self.at = rate, burst, burst, time.monotonic()
 
-    def take(self) -> bool:
+    def take(self, amount: float = 1) -> bool:
         now = time.monotonic()
         self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
         self.at = now
-        if self.tokens < 1:
+        if self.tokens < amount:
             return False
-        self.tokens -= 1
+        self.tokens -= amount
         return True
 
 
@@ -125,6 +126,18 @@ def _str(frame: dict[str, Any], field: str, *, max_len: int = 200) -> str:
     return value
 
 
+_REQUEST_ID = re.compile(r'"request_id"\s*:\s*(?:"([^"\\\x00-\x1f]{1,100})"|(-?\d{1,18})\b)')
+
+
+def _request_id_seen(raw: str | None) -> Any:
+    """The `request_id` a frame seems to carry, found without parsing it (a refusal that must not cost
+    a parse still lets the client match it); None when none is seen."""
+    match = _REQUEST_ID.search(raw) if raw else None
+    if match is None:
+        return None
+    return match.group(1) if match.group(1) is not None else int(match.group(2))
+
+
 def _request_id_of(raw: str) -> Any:
     """The `request_id` of a frame the gate refused, when a shallow, well-formed frame carries a
     plain one (so the client can match the error); None otherwise."""
@@ -146,8 +159,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.workflow_id = str(self.scope["url_route"]["kwargs"]["workflow_id"])
         self.user = self.scope.get("user")
         self.bucket = _Bucket(
-            float(getattr(settings, "OPENCOMPANY_WS_FRAMES_PER_S", 10)),
-            float(getattr(settings, "OPENCOMPANY_WS_FRAME_BURST", 30)),
+            float(settings.OPENCOMPANY_WS_FRAMES_PER_S), float(settings.OPENCOMPANY_WS_FRAME_BURST)
+        )
+        self.bytes = _Bucket(
+            float(settings.OPENCOMPANY_WS_BYTES_PER_S), float(settings.OPENCOMPANY_WS_BYTE_BURST)
         )
         self.resuming: dict[str, list[dict[str, Any]]] = {}
         self.first_seq: dict[str, int] = {}
@@ -180,12 +195,21 @@ class ChatConsumer(AsyncWebsocketConsumer):
     # --- inbound ----------------------------------------------------------------------------------
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
-        if len(raw.encode("utf-8")) > MAX_FRAME_BYTES:
+        # Every frame, well-formed or not, pays for itself before it is parsed: one frame of the
+        # socket's rate, and its size in bytes of its byte budget.
+        size = len(text_data.encode("utf-8")) if text_data is not None else len(bytes_data or b"")
+        if not self.bucket.take() or not self.bytes.take(min(size, self.bytes.burst)):
+            limited = ApplicationError("rate_limited", "Too many frames; slow down.")
+            await self._send(
+                _error(limited, _request_id_seen(text_data if size <= MAX_FRAME_BYTES else None))
+            )
+            return
+        if size > MAX_FRAME_BYTES:
             await self._send(
                 _error(ApplicationError("too_large", f"A frame may be at most {MAX_FRAME_BYTES} bytes."))
             )
             return
+        raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
         try:
             frame = gate.loads(raw, field="frame")
         except ApplicationError as exc:
@@ -195,11 +219,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._send(_error(ApplicationError("invalid_request", "A frame must be a JSON object.")))
             return
         request_id = frame.get("request_id")
-        if not self.bucket.take():
-            await self._send(
-                _error(ApplicationError("rate_limited", "Too many frames; slow down."), request_id)
-            )
-            return
         handler = (
             getattr(self, f"op_{frame.get('type')}", None) if isinstance(frame.get("type"), str) else None
         )

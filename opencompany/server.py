@@ -1,5 +1,5 @@
-"""The production server: daphne, with a request body limit enforced while reading, an access log
-without query strings, and a graceful shutdown.
+"""The production server: daphne, with read deadlines for request heads and bodies, a request body limit
+enforced while reading, an access log without query strings, and a graceful shutdown.
 
 Run it as `python -m opencompany.server -b 0.0.0.0 -p 8000 opencompany.asgi:application` (every daphne
 option applies). Daphne's HTTP layer reads a whole request body, to memory or a temporary file, before
@@ -27,6 +27,8 @@ from daphne.http_protocol import HTTPFactory, WebRequest
 from daphne.server import Server as DaphneServer
 from django.conf import settings
 from twisted.internet import defer, reactor
+from twisted.protocols import basic
+from twisted.web import http
 
 from opencompany.core import lifecycle
 from opencompany.core.errors import TOO_LARGE, ApplicationError, render_error
@@ -126,10 +128,43 @@ def _abort(transport: Any) -> None:
         transport.abortConnection()
 
 
+class DeadlineHTTPChannel(http.HTTPChannel):
+    """Twisted's HTTP/1.1 channel with read deadlines instead of an idle timeout.
+
+    Twisted restarts its timeout on every byte received, so a client sending one byte at a time keeps a
+    connection (and its buffers) forever. Here a request's head must be complete within
+    `OPENCOMPANY_HTTP_HEAD_TIMEOUT_S` of the connection opening or the previous response (an idle
+    keep-alive connection ends then too), and its body within `OPENCOMPANY_HTTP_BODY_TIMEOUT_S` of the
+    head; past either, the connection is closed. Once a request is complete no deadline runs (a
+    response may take long; an upgraded websocket leaves the channel)."""
+
+    def connectionMade(self) -> None:
+        self.timeOut = int(settings.OPENCOMPANY_HTTP_HEAD_TIMEOUT_S)
+        super().connectionMade()
+
+    def dataReceived(self, data: bytes) -> None:
+        basic.LineReceiver.dataReceived(self, data)  # no reset: the deadline stands
+
+    def allHeadersReceived(self) -> None:
+        super().allHeadersReceived()
+        if self.length != 0:  # a body follows (None: chunked)
+            self.setTimeout(int(settings.OPENCOMPANY_HTTP_BODY_TIMEOUT_S))
+
+    def allContentReceived(self) -> None:
+        # Twisted saves the period in force here and restores it for the next request's head.
+        self.setTimeout(int(settings.OPENCOMPANY_HTTP_HEAD_TIMEOUT_S))
+        super().allContentReceived()
+
+
 class BodyLimitedHTTPFactory(HTTPFactory):
+    def protocol(self) -> http.HTTPChannel:  # type: ignore[override]
+        """HTTP/1.1 channels with read deadlines (what `HTTPFactory.buildProtocol` builds on)."""
+        return DeadlineHTTPChannel()
+
     def buildProtocol(self, addr: Any) -> Any:
         protocol = super().buildProtocol(addr)
         protocol.requestFactory = BodyLimitedRequest
+        protocol.timeOut = int(settings.OPENCOMPANY_HTTP_HEAD_TIMEOUT_S)
         return protocol
 
 

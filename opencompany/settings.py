@@ -290,6 +290,10 @@ OPENCOMPANY_LOGIN_WINDOW_S = _env_int("OPENCOMPANY_LOGIN_WINDOW_S", 900)
 OPENCOMPANY_LOGIN_HASH_CONCURRENCY = _env_int("OPENCOMPANY_LOGIN_HASH_CONCURRENCY", 1)
 OPENCOMPANY_LOGIN_HASH_WAIT_S = float(os.environ.get("OPENCOMPANY_LOGIN_HASH_WAIT_S") or 5)
 OPENCOMPANY_MAX_BODY_BYTES = _env_int("OPENCOMPANY_MAX_BODY_BYTES", 2 * 1024 * 1024)
+# The server closes a connection whose request head is not complete this long after it opened (or after
+# the previous response), or whose body is not complete this long after its head (opencompany/server.py).
+OPENCOMPANY_HTTP_HEAD_TIMEOUT_S = _env_int("OPENCOMPANY_HTTP_HEAD_TIMEOUT_S", 10)
+OPENCOMPANY_HTTP_BODY_TIMEOUT_S = _env_int("OPENCOMPANY_HTTP_BODY_TIMEOUT_S", 60)
 OPENCOMPANY_MAX_GRAPH_NODES = _env_int("OPENCOMPANY_MAX_GRAPH_NODES", 5_000)
 OPENCOMPANY_MAX_GRAPH_EDGES = _env_int("OPENCOMPANY_MAX_GRAPH_EDGES", 20_000)
 OPENCOMPANY_CONTEXT_ARCHIVE_DAYS = _env_int("OPENCOMPANY_CONTEXT_ARCHIVE_DAYS", 30)
@@ -362,6 +366,10 @@ OPENCOMPANY_RUN_HEARTBEAT_S = float(os.environ.get("OPENCOMPANY_RUN_HEARTBEAT_S"
 # Every server and task worker runs the chat watchdog loop (one sweep at a time cluster-wide).
 OPENCOMPANY_WATCHDOG_IN_PROCESS = _env_bool("OPENCOMPANY_WATCHDOG_IN_PROCESS", True)
 OPENCOMPANY_WATCHDOG_INTERVAL_S = float(os.environ.get("OPENCOMPANY_WATCHDOG_INTERVAL_S") or 10)
-# Per-socket websocket rate limit: a token bucket refilled at FRAMES_PER_S, holding FRAME_BURST.
+# Per-socket websocket rate limit, charged before a frame is parsed (junk frames included): a token bucket
+# of frames refilled at FRAMES_PER_S, holding FRAME_BURST, and one of bytes refilled at BYTES_PER_S,
+# holding BYTE_BURST.
 OPENCOMPANY_WS_FRAMES_PER_S = float(os.environ.get("OPENCOMPANY_WS_FRAMES_PER_S") or 10)
 OPENCOMPANY_WS_FRAME_BURST = float(os.environ.get("OPENCOMPANY_WS_FRAME_BURST") or 30)
+OPENCOMPANY_WS_BYTES_PER_S = float(os.environ.get("OPENCOMPANY_WS_BYTES_PER_S") or 64 * 1024)
+OPENCOMPANY_WS_BYTE_BURST = float(os.environ.get("OPENCOMPANY_WS_BYTE_BURST") or 256 * 1024)

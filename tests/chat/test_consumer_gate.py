@@ -103,3 +103,49 @@ async def test_unknown_message_and_run_ids_are_not_found_and_the_socket_stays_op
     await communicator.send_to(text_data=json.dumps({"type": "ping", "request_id": "open"}))
     assert (await next_frame(communicator))["request_id"] == "open"
     await communicator.disconnect()
+
+
+async def test_junk_frames_count_against_the_rate_limit_before_they_are_parsed(workflow, owner, settings):
+    settings.OPENCOMPANY_WS_FRAMES_PER_S = 0.001
+    settings.OPENCOMPANY_WS_FRAME_BURST = 5
+    communicator, connected, _ = await connect(workflow.pk, owner)
+    assert connected
+    assert (await next_frame(communicator))["type"] == "thread"
+
+    replies = []
+    for n in range(8):
+        junk = "not json" if n % 2 else '{"request_id": "j' + str(n) + '", "type": '  # unparseable either way
+        await communicator.send_to(text_data=junk)
+        replies.append(await next_frame(communicator))
+
+    assert [r["code"] for r in replies] == ["invalid_request"] * 5 + ["rate_limited"] * 3
+    # A refused frame's request id is still echoed where one is seen, though the frame is never parsed.
+    assert [r["request_id"] for r in replies[5:]] == [None, "j6", None]
+    await communicator.disconnect()
+
+
+async def test_a_socket_gets_a_byte_budget_charged_before_parsing(workflow, owner, settings):
+    settings.OPENCOMPANY_WS_BYTES_PER_S = 1
+    settings.OPENCOMPANY_WS_BYTE_BURST = 4 * 60_000
+    communicator, connected, _ = await connect(workflow.pk, owner)
+    assert connected
+    assert (await next_frame(communicator))["type"] == "thread"
+
+    codes = []
+    for n in range(6):
+        big = json.dumps({"type": "ping", "request_id": f"b{n}", "pad": "x" * 59_900})
+        await communicator.send_to(text_data=big)
+        codes.append((await next_frame(communicator)).get("code"))
+    await communicator.send_to(text_data=json.dumps({"type": "ping", "request_id": "small"}))
+
+    assert codes == [
+        None,
+        None,
+        None,
+        None,
+        "rate_limited",
+        "rate_limited",
+    ]  # 4 frames of 60 KB, then refused
+    # What is left of the budget still carries a small frame.
+    assert await next_frame(communicator) == {"type": "ack", "request_id": "small", "pong": True}
+    await communicator.disconnect()
