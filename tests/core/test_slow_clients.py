@@ -44,7 +44,7 @@ def _closed(sock: socket.socket) -> bool:
 def _trickle_until_closed(socks: list[socket.socket], limit_s: float) -> list[float]:
     """Send one more byte to each open socket every 0.2 s; how long each took to be closed, from when it
     was opened."""
-    started, closed_at = time.monotonic(), {}
+    started, closed_at = time.monotonic(), dict[int, float]()
     while len(closed_at) < len(socks) and time.monotonic() - started < limit_s:
         for n, sock in enumerate(socks):
             if n in closed_at:
