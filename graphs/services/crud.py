@@ -195,6 +195,19 @@ def workflow_export(*, workflow: Workflow) -> dict[str, Any]:
     return {"name": redact_secret_text(workflow.name), "graph": sanitize_export(graph)}
 
 
+# Farther than any canvas goes: a coordinate beyond it places new nodes from 0 instead.
+CANVAS_LIMIT = 1e9
+
+
+def _coordinate(position: Any, axis: str) -> float:
+    """A node's coordinate to place new nodes from: 0 when it is missing, not a finite number, or beyond
+    `CANVAS_LIMIT` (an integer of any size is compared exactly, never converted)."""
+    value = position.get(axis) if isinstance(position, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value) if -CANVAS_LIMIT <= value <= CANVAS_LIMIT else 0.0
+
+
 @transaction.atomic
 def workflow_add_subagent(
     *, workflow: Workflow, agent_node_id: str, type: str = AGENT_NODE_TYPE, label: str | None = None
@@ -215,8 +228,7 @@ def workflow_add_subagent(
         raise ApplicationError(
             errors.INVALID_SUBAGENT_TYPE, f"'{type}' cannot be added as a subagent.", {"type": type}
         )
-    x = float(lead.get("position", {}).get("x", 0))
-    y = float(lead.get("position", {}).get("y", 0))
+    x, y = (_coordinate(lead.get("position"), axis) for axis in ("x", "y"))
     teammates = sum(
         1
         for e in graph.get("edges", [])

@@ -59,7 +59,20 @@ class ReadOnlyMixin:
 
 class GatedJSONFormField(forms.JSONField):
     """A JSON form field whose text passes the input gate (nesting bounded before parsing, no NUL or
-    lone surrogate in any string); a refusal is a form error, never a server error."""
+    lone surrogate in any string); a refusal is a form error, never a server error, and the form shows
+    the text again as it was sent."""
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        # Django parses the submitted text again to show it on the re-rendered form: text the gate
+        # refuses is shown as typed instead (parsing it could recurse past the stack, and a lone
+        # surrogate cannot be written into the page).
+        if isinstance(data, str) and not self.disabled:
+            try:
+                gate.check_raw_depth(data, field=str(self.label or "value"))
+                gate.check_strings(gate.parse(data))
+            except (ApplicationError, ValueError):
+                return forms.fields.InvalidJSONInput(data)
+        return super().bound_data(data, initial)
 
     def to_python(self, value: Any) -> Any:
         if isinstance(value, str) and value.strip():

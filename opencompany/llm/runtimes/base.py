@@ -10,12 +10,15 @@ ends the process group on Stop.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..fidelity import Fidelity
 from ..providers.base import PROVIDER_NOT_CONFIGURED, ProviderError, Usage
+
+logger = logging.getLogger(__name__)
 
 # The name the project's MCP server goes by in the programs' configuration: its tools are offered to
 # the model as `mcp__opencompany__<tool>` (Claude Code) or in the `mcp__opencompany` namespace (Codex).
@@ -155,12 +158,15 @@ class Runtime(Protocol):
 
 
 def require_program(config: RuntimeConfig, program: str, display_name: str) -> str:
-    """The path of an installed program, or ``provider_not_configured`` naming the install command."""
+    """The path of an installed program, or ``provider_not_configured`` naming the install command. The
+    message reaches the owner: where the server looked is logged for the operator, not told to them."""
     path = Path(config.bin_dir) / program
     if not path.is_file():
+        logger.warning("agent runtime %s is not installed: expected %s", program, path)
         raise ProviderError(
             PROVIDER_NOT_CONFIGURED,
-            f"{display_name} is not installed (expected {path}); run bin/install-runtimes.",
+            f"{display_name} is not installed on this server; the operator installs it with "
+            "bin/install-runtimes.",
         )
     return str(path)
 
