@@ -35,6 +35,10 @@ ACTOR_RE = re.compile(r"^(agent|owner|staff|system):[^\s]{1,72}$")
 PATCH_FIELDS = frozenset({"content", "title", "category", "tags", "expires_at"})
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A label (tag, category) must hold a character that is neither a control character (made a space) nor
+# whitespace (trimmed): what the API schema says of each tag (`LABEL_PATTERN`, checked against
+# `_one_label` over every character by the tests).
+LABEL_PATTERN = r"[^\x00-\x20\x7f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 # `MemoryItem.version`'s column type (the fields module stays free of the models).
 VERSION_COLUMN = "PositiveIntegerField"
 

@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from chat.models import ChatThread
-from chat.services._common import MAX_MESSAGE_CHARS
+from chat.services._common import CLIENT_ID_PATTERN, MAX_MESSAGE_CHARS
 from opencompany.core.api import ConfirmField, JSONInput, QueryInput, column_bounds
 from opencompany.core.pagination import cursor_field, page_serializer
 
@@ -48,9 +48,23 @@ class MessageTextField(StrictCharField):
     """The message text; blank and over-long texts are the service's refusals."""
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "nullable": True,
+        "maxLength": 100,
+        "pattern": CLIENT_ID_PATTERN.replace("{1,100}", "{0,100}"),
+        "description": "Up to 100 letters, digits, `_`, `.`, `:` or `-`; a re-send with the same id and "
+        "text returns the first message (empty or null: none).",
+    }
+)
+class ClientMessageIdField(StrictCharField):
+    """The client's idempotency id; its format is the service's check (`invalid_request`)."""
+
+
 class SendInput(JSONInput):
     text = MessageTextField(trim_whitespace=False)
-    client_message_id = StrictCharField(
+    client_message_id = ClientMessageIdField(
         required=False, allow_null=True, allow_blank=True, trim_whitespace=False
     )
     expected_revision = StrictIntegerField(required=False, allow_null=True, **_REVISION)

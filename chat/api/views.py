@@ -47,6 +47,7 @@ _ADMISSION = (
     errors.IDEMPOTENCY_KEY_REUSED,
     errors.REVISION_CONFLICT,
     errors.RUN_IN_PROGRESS,
+    errors.SERVER_RESTARTING,
 )
 _BRANCHES = (errors.NOT_EDITABLE, errors.OLDER_GENERATION, errors.CANNOT_REWIND, errors.BRANCH_UNAVAILABLE)
 
@@ -296,7 +297,7 @@ class ChatSwitchView(APIView):
         operation_id="chat_switch",
         summary="Show another version of a message (moves the active path; starts no run)",
     )
-    @_refuses(errors.REVISION_CONFLICT, errors.RUN_IN_PROGRESS, *_BRANCHES)
+    @_refuses(errors.NOT_RUNNING, errors.REVISION_CONFLICT, errors.RUN_IN_PROGRESS, *_BRANCHES)
     def post(self, request: Request, workflow_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.SwitchInput(data=request.data)

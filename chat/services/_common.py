@@ -29,7 +29,8 @@ from opencompany.core.ids import mint_id
 MAX_MESSAGE_CHARS = 50_000
 MAX_NOTES_PER_TURN = 8
 FEEDBACK_EXCERPT_CHARS = 300
-_CLIENT_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+CLIENT_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,100}$"
+_CLIENT_ID = re.compile(CLIENT_ID_PATTERN)
 
 logger = logging.getLogger("chat.services")
 
@@ -91,7 +92,7 @@ def _check_expected_revision(expected_revision: Any) -> int | None:
 def _check_client_id(client_message_id: str | None) -> str:
     if client_message_id in (None, ""):
         return ""
-    if not isinstance(client_message_id, str) or not _CLIENT_ID.match(client_message_id):
+    if not isinstance(client_message_id, str) or not _CLIENT_ID.fullmatch(client_message_id):
         raise invalid(
             "client_message_id must be 1 to 100 characters of letters, digits, '_', '.', ':' or '-'.",
             {"client_message_id": ["Invalid format."]},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memory import fields as f
@@ -17,9 +18,21 @@ class StrictSerializer(JSONInput):
     """Refuses fields it does not declare, so a typo or a scope field never passes silently."""
 
 
+@extend_schema_field(
+    {
+        "type": "string",
+        "pattern": f.LABEL_PATTERN,
+        "description": "Holds a character other than whitespace and control characters (a blank-looking "
+        "tag is `invalid_request`); trimmed and lower-cased.",
+    }
+)
+class TagField(serializers.CharField):
+    """One tag; what makes it blank is the service's check (`memory.fields.clean_tags`)."""
+
+
 def _tags(max_len: int) -> serializers.ListField:
     return serializers.ListField(
-        child=serializers.CharField(max_length=max_len, trim_whitespace=False),
+        child=TagField(max_length=max_len, trim_whitespace=False),
         max_length=f.TAGS_MAX_ITEMS,
         required=False,
     )
