@@ -148,7 +148,7 @@ class ChatThreadAdmin(ReadOnlyMixin, admin.ModelAdmin):
         skipped = queryset.filter(archived_at__isnull=True).count()
         if confirmed(request):
             purged = sum(
-                chat_purge(workflow=t.home_workflow, chat_id=t.pk, confirm=True)["purged"] for t in archived
+                chat_purge(workflow=t.home_workflow, chat_id=t.uid, confirm=True)["purged"] for t in archived
             )
             note = f" Skipped {skipped} current chat(s): archive them first." if skipped else ""
             self.message_user(request, f"Purged {purged} archived chat(s).{note}", messages.SUCCESS)

@@ -2,8 +2,15 @@ from django.db import models
 from django.db.models import F, Q
 
 from graphs.models import Workflow
+from opencompany.core.ids import mint_id
 
 LIVE_STATES = ("queued", "running", "stopping")
+
+
+def new_chat_id() -> str:
+    """A chat's public id: opaque and random like every id we mint (a number would tell how many chats
+    the whole system holds)."""
+    return mint_id("chat")
 TERMINAL_STATES = ("finished", "error", "stopped")
 
 
@@ -15,6 +22,7 @@ class ChatThread(models.Model):
     read-only: every write reaches the chat through `workflow`, so it only ever finds the current one.
     """
 
+    uid = models.CharField(max_length=40, unique=True, default=new_chat_id, editable=False)
     # The workflow whose current chat this is; None once archived.
     workflow = models.OneToOneField(
         Workflow, null=True, blank=True, on_delete=models.CASCADE, related_name="chat_thread"
@@ -41,7 +49,7 @@ class ChatThread(models.Model):
 
     def __str__(self) -> str:
         state = "archived" if self.archived_at else "current"
-        return f"chat {self.pk} of {self.home_workflow_id} ({state}) r{self.revision}"
+        return f"{self.uid} of {self.home_workflow_id} ({state}) r{self.revision}"
 
     @property
     def snapshot_key(self) -> str:

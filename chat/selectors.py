@@ -351,10 +351,10 @@ def chats_of(*, workflow: Workflow) -> QuerySet[ChatThread]:
 def chat_of(*, workflow: Workflow, chat_id: Any, for_update: bool = False) -> ChatThread:
     """One chat of the workflow, current or archived; `not_found` for an id of another workflow.
     `for_update` locks it (call inside a transaction)."""
-    if isinstance(chat_id, bool) or not isinstance(chat_id, int):
+    if not isinstance(chat_id, str) or len(chat_id) > ChatThread._meta.get_field("uid").max_length:
         raise not_found("chat")
     queryset = chats_of(workflow=workflow) if not for_update else ChatThread.objects.select_for_update()
-    thread = queryset.filter(home_workflow=workflow, pk=chat_id).first()
+    thread = queryset.filter(home_workflow=workflow, uid=chat_id).first()
     if thread is None:
         raise not_found("chat")
     return thread
@@ -374,7 +374,7 @@ def render_chat(thread: ChatThread) -> dict[str, Any]:
         )
         first_text = first[:400] if first else None
     return {
-        "id": thread.pk,
+        "id": thread.uid,
         "title": thread.title or derived_title(first_text),
         "titled": bool(thread.title),
         "current": thread.archived_at is None,

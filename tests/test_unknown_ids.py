@@ -19,8 +19,8 @@ def _endpoints(workflow):
         ("get", "conversations/nobody/requests", None),
         ("get", "conversations/nobody/requests/1", None),
         ("get", "usage?agent_node_id=nobody", None),
-        ("get", "chats/999999", None),
-        ("post", "chats/999999/purge", {"confirm": True}),
+        ("get", "chats/chat_unknown", None),
+        ("post", "chats/chat_unknown/purge", {"confirm": True}),
         ("get", f"conversations/{node_id(workflow, 'chatTrigger')}", None),  # a node, but not an agent
         ("post", "agents/nobody/subagents", {}),
         ("post", "chat/messages/m_nothing/edit", {"text": "hi"}),

@@ -186,7 +186,7 @@ class SwitchOutput(serializers.Serializer):
 
 class ChatArchiveOutput(serializers.Serializer):
     cleared = serializers.BooleanField()
-    archived_chat_id = serializers.IntegerField(allow_null=True)
+    archived_chat_id = serializers.CharField(allow_null=True)
     runs_ended = serializers.ListField(child=serializers.CharField())
     conversations_archived = serializers.IntegerField()
 
@@ -197,7 +197,7 @@ class ChatListQueryInput(QueryInput):
 
 
 class ChatOutput(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = serializers.CharField()
     title = serializers.CharField()
     titled = serializers.BooleanField(help_text="False when the title is taken from the first message.")
     current = serializers.BooleanField(help_text="The chat new messages go to; the others are archived.")
@@ -225,5 +225,5 @@ class PurgeInput(JSONInput):
 
 class PurgeOutput(serializers.Serializer):
     purged = serializers.BooleanField()
-    chat_id = serializers.IntegerField()
+    chat_id = serializers.CharField()
     messages_deleted = serializers.IntegerField()

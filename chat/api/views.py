@@ -36,7 +36,7 @@ from opencompany.core.pagination import NewestFirst, page_body
 
 _TAG = ["chat"]
 _MESSAGE_ID = OpenApiParameter("message_id", str, OpenApiParameter.PATH, description="A chat message id.")
-_CHAT_ID = OpenApiParameter("chat_id", int, OpenApiParameter.PATH, description="A chat id (from the list).")
+_CHAT_ID = OpenApiParameter("chat_id", str, OpenApiParameter.PATH, description="A chat id (from the list).")
 _RUN_ID = OpenApiParameter("run_id", str, OpenApiParameter.PATH, description="A chat run id.")
 
 
@@ -157,7 +157,7 @@ class ChatDetailView(APIView):
         operation_id="chats_read",
         summary="A chat read-only: its shown path with versions and ratings",
     )
-    def get(self, request: Request, workflow_id: str, chat_id: int) -> Response:
+    def get(self, request: Request, workflow_id: str, chat_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         thread = chat_of(workflow=workflow, chat_id=chat_id)
         return Response(s.ChatTranscriptOutput(chat_transcript(thread=thread)).data)
@@ -170,7 +170,7 @@ class ChatDetailView(APIView):
         operation_id="chats_rename",
         summary="Rename a chat (a blank title goes back to its first message)",
     )
-    def patch(self, request: Request, workflow_id: str, chat_id: int) -> Response:
+    def patch(self, request: Request, workflow_id: str, chat_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.RenameInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -188,7 +188,7 @@ class ChatPurgeView(APIView):
         summary="Delete an archived chat for good (`{confirm: true}`); the current chat is refused",
     )
     @_refuses(errors.CHAT_NOT_ARCHIVED)
-    def post(self, request: Request, workflow_id: str, chat_id: int) -> Response:
+    def post(self, request: Request, workflow_id: str, chat_id: str) -> Response:
         workflow = _workflow(request, workflow_id)
         data = s.PurgeInput(data=request.data)
         data.is_valid(raise_exception=True)

@@ -66,12 +66,12 @@ def chat_archive(*, workflow: Workflow) -> dict[str, Any]:
                 key=ConversationKey(workflow_id=workflow.pk, generation=generation, agent_node_id=agent)
             )
             archived += int(result.cleared)
-    archived_chat: int | None = None
+    archived_chat: str | None = None
     if thread is not None and ChatMessage.objects.filter(thread=thread).exists():
         # The branch snapshots served moves between versions; an archived chat makes none.
         BranchSnapshot.objects.filter(thread_key=thread.snapshot_key).delete()
         ChatThread.objects.filter(pk=thread.pk).update(workflow=None, archived_at=timezone.now())
-        archived_chat = thread.pk
+        archived_chat = thread.uid
         _publish_chats_changed(workflow.pk)
     publish_on_commit(
         chat_group(workflow.pk), "thread.updated", {"workflow_id": workflow.pk, "revision": 0, "role": None}
@@ -97,7 +97,7 @@ def _check_title(title: Any) -> str:
 
 
 @transaction.atomic
-def chat_rename(*, workflow: Workflow, chat_id: int, title: Any) -> ChatThread:
+def chat_rename(*, workflow: Workflow, chat_id: str, title: Any) -> ChatThread:
     """Give a chat of the workflow (current or archived) a title; a blank title goes back to the one
     taken from its first message. Whitespace runs fold to one space."""
     title = _check_title(title)
@@ -109,7 +109,7 @@ def chat_rename(*, workflow: Workflow, chat_id: int, title: Any) -> ChatThread:
 
 
 @transaction.atomic
-def chat_purge(*, workflow: Workflow, chat_id: int, confirm: Any) -> dict[str, Any]:
+def chat_purge(*, workflow: Workflow, chat_id: str, confirm: Any) -> dict[str, Any]:
     """Delete an archived chat for good: its messages, runs, notes and ratings. Only with
     `confirm=True`; the current chat is refused (`chat_not_archived`): start a new chat first."""
     if confirm is not True:
@@ -119,7 +119,7 @@ def chat_purge(*, workflow: Workflow, chat_id: int, confirm: Any) -> dict[str, A
         raise _err(
             errors.CHAT_NOT_ARCHIVED,
             "The current chat cannot be deleted; start a new chat first, then delete the archived one.",
-            {"chat_id": thread.pk},
+            {"chat_id": thread.uid},
         )
     BranchSnapshot.objects.filter(thread_key=thread.snapshot_key).delete()
     _, deleted = thread.delete()

@@ -65,7 +65,7 @@ def test_new_chat_keeps_the_old_chat_read_only_and_gives_the_agent_a_new_mind(wo
 
     assert result == {
         "cleared": True,
-        "archived_chat_id": old.pk,
+        "archived_chat_id": old.uid,
         "runs_ended": [],
         "conversations_archived": 1,
     }
@@ -216,8 +216,8 @@ def test_chats_are_listed_newest_first_with_title_date_and_count(api_client, wor
     assert [
         (c["id"], c["title"], c["titled"], c["current"], c["message_count"]) for c in body["results"]
     ] == [
-        (second.pk, "Second chat", False, True, 4),
-        (first.pk, "First chat question", False, False, 2),
+        (second.uid, "Second chat", False, True, 4),
+        (first.uid, "First chat question", False, False, 2),
     ]
     assert body["results"][1]["archived_at"] == first.archived_at.isoformat().replace("+00:00", "Z")
     assert body["results"][0]["archived_at"] is None
@@ -245,11 +245,11 @@ def test_an_archived_chat_opens_read_only_through_the_api(api_client, workflow):
     services.chat_archive(workflow=workflow)
     thread = ChatThread.objects.get()
 
-    response = api_client.get(chats_url(workflow, f"/{thread.pk}"))
+    response = api_client.get(chats_url(workflow, f"/{thread.uid}"))
 
     assert response.status_code == 200
     body = response.json()
-    assert body["chat"]["id"] == thread.pk
+    assert body["chat"]["id"] == thread.uid
     assert [(m["role"], m["feedback"], m["editable"]) for m in body["path"]] == [
         ("user", None, False),
         ("assistant", "down", False),
@@ -262,10 +262,10 @@ def test_rename_sets_a_title_and_a_blank_one_goes_back_to_the_first_message(api_
     thread = ChatThread.objects.get()
 
     renamed = api_client.patch(
-        chats_url(workflow, f"/{thread.pk}"), {"title": "  Boiler   notes "}, format="json"
+        chats_url(workflow, f"/{thread.uid}"), {"title": "  Boiler   notes "}, format="json"
     )
     stored = ChatThread.objects.get().title
-    cleared = api_client.patch(chats_url(workflow, f"/{thread.pk}"), {"title": ""}, format="json")
+    cleared = api_client.patch(chats_url(workflow, f"/{thread.uid}"), {"title": ""}, format="json")
 
     assert renamed.status_code == 200
     assert (renamed.json()["title"], renamed.json()["titled"]) == ("Boiler notes", True)
@@ -283,7 +283,7 @@ def test_a_bad_rename_is_refused_and_writes_nothing(api_client, workflow, body, 
     thread = ChatThread.objects.get()
     before = rows()
 
-    response = api_client.patch(chats_url(workflow, f"/{thread.pk}"), body, format="json")
+    response = api_client.patch(chats_url(workflow, f"/{thread.uid}"), body, format="json")
 
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_request"
@@ -298,9 +298,9 @@ def test_another_workflows_chat_id_is_not_found(api_client, workflow, owner):
     theirs = ChatThread.objects.get()
     before = rows()
 
-    read = api_client.get(chats_url(workflow, f"/{theirs.pk}"))
-    rename = api_client.patch(chats_url(workflow, f"/{theirs.pk}"), {"title": "mine"}, format="json")
-    purge = api_client.post(chats_url(workflow, f"/{theirs.pk}/purge"), {"confirm": True}, format="json")
+    read = api_client.get(chats_url(workflow, f"/{theirs.uid}"))
+    rename = api_client.patch(chats_url(workflow, f"/{theirs.uid}"), {"title": "mine"}, format="json")
+    purge = api_client.post(chats_url(workflow, f"/{theirs.uid}/purge"), {"confirm": True}, format="json")
 
     assert [read.status_code, rename.status_code, purge.status_code] == [404, 404, 404]
     assert {read.json()["code"], rename.json()["code"], purge.json()["code"]} == {"not_found"}
@@ -317,10 +317,10 @@ def test_purge_deletes_an_archived_chat_and_only_it(api_client, workflow):
     old = ChatThread.objects.get()
     kept = send_and_run(workflow, "Current chat")
 
-    response = api_client.post(chats_url(workflow, f"/{old.pk}/purge"), {"confirm": True}, format="json")
+    response = api_client.post(chats_url(workflow, f"/{old.uid}/purge"), {"confirm": True}, format="json")
 
     assert response.status_code == 200
-    assert response.json() == {"purged": True, "chat_id": old.pk, "messages_deleted": 2}
+    assert response.json() == {"purged": True, "chat_id": old.uid, "messages_deleted": 2}
     assert ChatThread.objects.filter(pk=old.pk).exists() is False
     assert set(ChatMessage.objects.values_list("thread_id", flat=True)) == {kept.message.thread_id}
     assert list(ChatRun.objects.values_list("run_id", flat=True)) == [kept.run.run_id]
@@ -335,7 +335,7 @@ def test_purge_without_confirmation_is_refused_and_deletes_nothing(api_client, w
     old = ChatThread.objects.get()
     before = rows()
 
-    response = api_client.post(chats_url(workflow, f"/{old.pk}/purge"), body, format="json")
+    response = api_client.post(chats_url(workflow, f"/{old.uid}/purge"), body, format="json")
 
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_request"
@@ -348,11 +348,11 @@ def test_the_current_chat_cannot_be_purged(api_client, workflow):
     current = ChatThread.objects.get()
     before = rows()
 
-    response = api_client.post(chats_url(workflow, f"/{current.pk}/purge"), {"confirm": True}, format="json")
+    response = api_client.post(chats_url(workflow, f"/{current.uid}/purge"), {"confirm": True}, format="json")
 
     assert response.status_code == 409
     assert response.json()["code"] == "chat_not_archived"
-    assert response.json()["extra"] == {"chat_id": current.pk}
+    assert response.json()["extra"] == {"chat_id": current.uid}
     assert rows() == before
 
 
@@ -363,7 +363,7 @@ def test_archive_endpoint_is_new_chat(api_client, workflow):
     response = api_client.post(f"/api/v1/workflows/{workflow.pk}/chat/archive")
 
     assert response.status_code == 200
-    assert response.json()["archived_chat_id"] == thread.pk
+    assert response.json()["archived_chat_id"] == thread.uid
     assert ChatThread.objects.get().archived_at is not None
     assert chats_of(workflow=workflow).get().message_count == 2
 

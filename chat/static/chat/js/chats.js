@@ -54,8 +54,8 @@ export class ChatList {
   }
 
   followAddress() {
-    const id = Number(new URLSearchParams(location.search).get("chat"));
-    if (Number.isInteger(id) && id > 0) this.open(id, { push: false });
+    const id = new URLSearchParams(location.search).get("chat");
+    if (id) this.open(id, { push: false });
     else if (this.page.archived) this.showCurrent({ push: false });
   }
 
@@ -111,12 +111,12 @@ export class ChatList {
 
   async open(id, { push = true } = {}) {
     try {
-      const transcript = await api("GET", `${this.base}/${id}`);
+      const transcript = await api("GET", `${this.base}/${encodeURIComponent(id)}`);
       if (transcript.chat.current) {
         this.showCurrent({ push });
         return;
       }
-      if (push) history.pushState({ chat: id }, "", `${location.pathname}?chat=${id}`);
+      if (push) history.pushState({ chat: id }, "", `${location.pathname}?chat=${encodeURIComponent(id)}`);
       this.endRename();
       this.page.showArchived(transcript);
       this.showBar(transcript.chat);
