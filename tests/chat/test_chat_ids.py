@@ -32,7 +32,8 @@ def test_chat_ids_are_random_and_the_row_number_reaches_nothing(
     by_number = api_client.get(f"/api/v1/workflows/{workflow.pk}/chats/{mine.pk}")
 
     assert [chat["id"] for chat in listed] == [mine.uid]
-    assert CHAT_ID.fullmatch(mine.uid) and CHAT_ID.fullmatch(theirs.uid)
+    assert CHAT_ID.fullmatch(mine.uid)
+    assert CHAT_ID.fullmatch(theirs.uid)
     assert mine.uid != theirs.uid
     assert by_number.status_code == 404
     assert api_client.get(f"/api/v1/workflows/{workflow.pk}/chats/{mine.uid}").status_code == 200
