@@ -348,10 +348,13 @@ def chats_of(*, workflow: Workflow) -> QuerySet[ChatThread]:
     )
 
 
+CHAT_ID_MAX = 40  # ChatThread.uid's length
+
+
 def chat_of(*, workflow: Workflow, chat_id: Any, for_update: bool = False) -> ChatThread:
     """One chat of the workflow, current or archived; `not_found` for an id of another workflow.
     `for_update` locks it (call inside a transaction)."""
-    if not isinstance(chat_id, str) or len(chat_id) > ChatThread._meta.get_field("uid").max_length:
+    if not isinstance(chat_id, str) or len(chat_id) > CHAT_ID_MAX:
         raise not_found("chat")
     queryset = chats_of(workflow=workflow) if not for_update else ChatThread.objects.select_for_update()
     thread = queryset.filter(home_workflow=workflow, uid=chat_id).first()
