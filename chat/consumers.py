@@ -166,6 +166,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         )
         self.resuming: dict[str, list[dict[str, Any]]] = {}
         self.first_seq: dict[str, int] = {}
+        self.sent_seq: dict[str, int] = {}  # per run, the last event seq this socket was sent
         self.joined: list[str] = []
         session = self.scope.get("session")
         self.session_digest = session_digest(getattr(session, "session_key", None))
@@ -327,8 +328,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     break
                 await asyncio.sleep(0.05)
             await self._send({"type": "run.snapshot", "request_id": frame.get("request_id"), **snapshot})
+            self.sent_seq[run_id] = max(self.sent_seq.get(run_id, 0), snapshot["seq"])
             for event in sorted(self.resuming.get(run_id, []), key=lambda e: e.get("seq", 0)):
-                if event.get("seq", 0) > snapshot["seq"]:
+                if event.get("seq", 0) > self.sent_seq[run_id]:
+                    self.sent_seq[run_id] = event["seq"]
                     await self._send(event)
         finally:
             self.resuming.pop(run_id, None)
@@ -368,10 +371,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         run_id = data.get("run_id")
         if event.startswith("run.") and isinstance(run_id, str):
             seq = int(data.get("seq") or 0)
+            if seq and seq <= self.sent_seq.get(run_id, 0):
+                return  # sent already: a publish that timed out reached Redis after all
             self.first_seq.setdefault(run_id, seq)
             if run_id in self.resuming:
                 self.resuming[run_id].append(frame)
                 return
+            self.sent_seq[run_id] = seq
         await self._send(frame)
 
     async def _send(self, frame: dict[str, Any]) -> None:

@@ -11,6 +11,8 @@ def new_chat_id() -> str:
     """A chat's public id: opaque and random like every id we mint (a number would tell how many chats
     the whole system holds)."""
     return mint_id("chat")
+
+
 TERMINAL_STATES = ("finished", "error", "stopped")
 
 

@@ -6,6 +6,10 @@ as one pipelined round trip per Redis shard, from the running loop (`group_send_
 without one (`blocking_group_send_many`). Group channel names and shards are the ones the pub/sub layer
 subscribes to, so every process, batching or not, sees the same groups.
 
+A Redis that stops answering counts as unreachable once a publish or a subscribe has waited
+`REDIS_ANSWER_TIMEOUT_S` (a publish that then reaches Redis after all may arrive twice: run events carry a
+sequence number, and the chat socket forwards each once).
+
 When Redis cannot be reached, channels and groups still work inside the process: the pub/sub layer
 already keeps its members' queues here, so a message that cannot be published is put on them directly.
 The process logs one warning per outage (no content), keeps trying to subscribe again, and once Redis
@@ -38,6 +42,8 @@ BLOCKING_SOCKET_TIMEOUT_S = 5
 # How often a loop cut off from Redis tries to subscribe its channels and groups again.
 RESUBSCRIBE_EVERY_S = 1.0
 HEALTH_TIMEOUT_S = 1.0
+# How long a publish or a subscribe waits for Redis before Redis counts as unreachable.
+REDIS_ANSWER_TIMEOUT_S = 1.0
 # What an unreachable or failing Redis raises.
 REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
 
@@ -104,10 +110,12 @@ class ResilientLoopLayer(RedisPubSubLoopLayer):
         self._shards = [_Shard(host, self, outage) for host in hosts]
         self.unsubscribed = False  # some channel or group of this loop is not subscribed in Redis
         self._resubscriber: asyncio.Task[None] | None = None
+        self._tried_at = 0.0
 
     def cut_off(self) -> None:
         """Redis failed this loop: keep trying to subscribe again until it answers."""
         self.unsubscribed = True
+        self._tried_at = asyncio.get_running_loop().time()  # it just failed: no inline retry right away
         if self._resubscriber is None or self._resubscriber.done():
             self._resubscriber = asyncio.get_running_loop().create_task(self._resubscribe_until_back())
 
@@ -124,7 +132,7 @@ class ResilientLoopLayer(RedisPubSubLoopLayer):
         names = [*self.channels, *self.groups]
         try:
             for name in names:
-                await self._get_shard(name).subscribe(name)
+                await asyncio.wait_for(self._get_shard(name).subscribe(name), REDIS_ANSWER_TIMEOUT_S)
         except REDIS_DOWN:
             return False
         self.unsubscribed = False
@@ -132,9 +140,18 @@ class ResilientLoopLayer(RedisPubSubLoopLayer):
             self.outage.ended()
         return True
 
+    async def try_resubscribe(self) -> bool:
+        """`resubscribe`, at most once per `RESUBSCRIBE_EVERY_S` (else False at once): a publish during
+        an outage is delivered in the process without waiting on Redis each time."""
+        now = asyncio.get_running_loop().time()
+        if now - self._tried_at < RESUBSCRIBE_EVERY_S:
+            return False
+        self._tried_at = now
+        return await self.resubscribe()
+
     async def _subscribe(self, name: str) -> None:
         try:
-            await self._get_shard(name).subscribe(name)
+            await asyncio.wait_for(self._get_shard(name).subscribe(name), REDIS_ANSWER_TIMEOUT_S)
         except REDIS_DOWN:
             self.outage.began()
             self.cut_off()
@@ -145,10 +162,10 @@ class ResilientLoopLayer(RedisPubSubLoopLayer):
 
     async def _publish(self, name: str, data: bytes) -> bool:
         """Publish through Redis; False (and nothing sent) when Redis cannot take it."""
-        if self.unsubscribed and not await self.resubscribe():
+        if self.unsubscribed and not await self.try_resubscribe():
             return False
         try:
-            await self._get_shard(name).publish(name, data)
+            await asyncio.wait_for(self._get_shard(name).publish(name, data), REDIS_ANSWER_TIMEOUT_S)
         except REDIS_DOWN:
             self.outage.began()
             self.cut_off()
@@ -270,7 +287,7 @@ class BatchPubSubChannelLayer(RedisPubSubChannelLayer):
         """Send `(group, message)` pairs from the running loop, in order per group; inside the process
         while Redis cannot take them."""
         layer = self._get_layer()
-        if layer.unsubscribed and not await layer.resubscribe():
+        if layer.unsubscribed and not await layer.try_resubscribe():
             self._deliver_batch_in_process(messages)
             return
         try:
@@ -279,7 +296,7 @@ class BatchPubSubChannelLayer(RedisPubSubChannelLayer):
                 async with clients[shard].pipeline(transaction=False) as pipe:
                     for name, data in items:
                         pipe.publish(name, data)
-                    await pipe.execute()
+                    await asyncio.wait_for(pipe.execute(), REDIS_ANSWER_TIMEOUT_S)
         except REDIS_DOWN:
             self.outage.began()
             layer.cut_off()

@@ -200,3 +200,24 @@ async def test_a_client_message_id_reused_with_another_text_is_refused_over_the_
     )
     assert await sync_to_async(list)(ChatMessage.objects.values_list("text", flat=True)) == ["one"]
     await communicator.disconnect()
+
+
+async def test_a_run_event_that_arrives_twice_is_sent_once(workflow, owner):
+    from channels.layers import get_channel_layer
+
+    from opencompany.core.events import chat_group
+
+    communicator, _ = await _open(workflow, owner)
+    layer = get_channel_layer()
+    delta = {"run_id": "run_x", "seq": 2, "workflow_id": workflow.pk, "delta": "Hel"}
+
+    for data in (delta, delta, {**delta, "seq": 3, "delta": "lo"}):
+        # A publish that timed out is delivered in the process, and later through Redis as well.
+        await layer.group_send(
+            chat_group(workflow.pk), {"type": "app.event", "event": "run.delta", "data": data}
+        )
+    frames = [await next_frame(communicator) for _ in range(2)]
+
+    assert [(f["seq"], f["delta"]) for f in frames] == [(2, "Hel"), (3, "lo")]
+    assert await communicator.receive_nothing(timeout=0.2)
+    await communicator.disconnect()

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -84,3 +86,40 @@ async def test_delivery_across_processes_resumes_when_redis_returns():
         server.wait(timeout=10)
 
     assert message == {"type": "app.event", "n": 7}
+
+
+@pytest.mark.redis
+async def test_a_redis_that_stops_answering_delays_an_event_about_a_second_and_it_is_delivered_here():
+    port = free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    layer = _layer(f"redis://127.0.0.1:{port}/0", f"oc-hung-{uuid.uuid4().hex[:8]}")
+    try:
+        async with asyncio.timeout(10):
+            while True:  # the server is up and the channel subscribed through it
+                try:
+                    channel = await layer.new_channel()
+                    await layer.group_add("chat.wf", channel)
+                    if not layer.outage.active:
+                        break
+                except Exception:  # noqa: S110 - not listening yet
+                    pass
+                await asyncio.sleep(0.1)
+        server.send_signal(signal.SIGSTOP)  # Redis hangs: connections stay open, nothing answers
+        started = time.monotonic()
+        await layer.group_send_many([("chat.wf", {"type": "app.event", "n": 1})])
+        await layer.group_send_many([("chat.wf", {"type": "app.event", "n": 2})])
+        received = [await asyncio.wait_for(layer.receive(channel), 3) for _ in range(2)]
+        took = time.monotonic() - started
+    finally:
+        server.send_signal(signal.SIGCONT)
+        await layer.flush()
+        server.terminate()
+        server.wait(timeout=10)
+
+    assert [m["n"] for m in received] == [1, 2]
+    assert took < 2  # one wait for Redis's answer, then in-process delivery at once
+    assert layer.outage.active is True
