@@ -16,7 +16,7 @@ from typing import Any
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
-from chat.executor.live import live_run_expect
+from chat.executor.live import live_run_end, live_run_expect
 from chat.executor.run import execute_run
 from chat.models import ChatRun
 from chat.tasks import execute_run_task
@@ -166,4 +166,5 @@ def dispatch_run(run_id: str, *, claimed: ChatRun | None = None) -> None:
             spawn(execute_run(run_id, claimed=claimed))
         # "manual": the caller drives execute_run
     except Exception:
+        live_run_end(run_id)  # it will not start here: a shutdown must not wait for it
         logger.exception("could not dispatch run=%s executor=%s", run_id, mode)

@@ -54,11 +54,6 @@ async def shut_down(grace_s: float | None = None) -> None:
     logger.warning("shutdown drained")
 
 
-def reset_for_tests() -> None:
-    """Forget a drain (tests run several in one process)."""
-    _draining.clear()
-
-
 async def wait_until(predicate: Callable[[], bool], deadline: float, poll_s: float = 0.05) -> bool:
     """Poll `predicate` until it holds or `deadline` (monotonic) passes; whether it held."""
     while not predicate():
