@@ -36,9 +36,12 @@ def _through(proxy: TcpProxy) -> str:
     return f"postgres://{s['USER'] or 'postgres'}@127.0.0.1:{proxy.port}/{s['NAME']}"
 
 
-async def _answer_across_outage(client: ChatClient, proxy: TcpProxy, outage_s: float) -> tuple[str, datetime]:
+async def _answer_across_outage(
+    client: ChatClient, proxy: TcpProxy, outage_s: float, cookie: str
+) -> tuple[str, datetime, dict]:
     """Send; once part of the answer is streamed, cut the database for `outage_s` while reading what
-    streams; restore it; read until the run ends. Returns the run id and when the database came back."""
+    streams; restore it and at once open another socket; read until the run ends. Returns the run id, when
+    the database came back and the first frame of the socket opened then."""
     ack = await client.request(
         {"type": "send", "text": "Tell me a long story about lighthouses, please. " * 6}
     )
@@ -54,8 +57,11 @@ async def _answer_across_outage(client: ChatClient, proxy: TcpProxy, outage_s: f
             break
     proxy.restore()
     back = timezone.now()
+    first = ChatClient(client.base_url, client.workflow_id, cookie)
+    opened = await first.open()  # the first socket after the database's return
+    await first.close()
     await client.until_ended(run_id, timeout=30)
-    return run_id, back
+    return run_id, back, opened
 
 
 async def _next_socket(url: str, workflow_id: str, cookie: str) -> tuple[dict, dict]:
@@ -78,10 +84,12 @@ def test_a_database_outage_mid_answer_loses_nothing_and_frees_the_lane_when_it_r
         with asgi_server(**env) as url:
             client = ChatClient(url, workflow.pk, cookie)
 
-            async def outages() -> list[tuple[str, datetime]]:
+            async def outages() -> list[tuple[str, datetime, dict]]:
                 await client.open()
                 # Shorter, then longer than a step's retry budget.
-                return [await _answer_across_outage(client, proxy, outage_s) for outage_s in (2.5, 10)]
+                return [
+                    await _answer_across_outage(client, proxy, outage_s, cookie) for outage_s in (2.5, 10)
+                ]
 
             short, long = asyncio.run(outages())
             thread, ack = asyncio.run(_next_socket(url, workflow.pk, cookie))
@@ -105,6 +113,6 @@ def test_a_database_outage_mid_answer_loses_nothing_and_frees_the_lane_when_it_r
     # within 2 s of the database's return.
     assert (long_run.finished_at - long[1]).total_seconds() < 2
     assert short_run.finished_at > short[1]
-    # The next socket opened normally and its send was admitted.
-    assert thread["type"] == "thread"
+    # The first socket after each return opened normally, and so did the next, whose send was admitted.
+    assert (short[2]["type"], long[2]["type"], thread["type"]) == ("thread", "thread", "thread")
     assert (ack["type"], ack["created"]) == ("ack", True)
