@@ -19,7 +19,7 @@ from django.db import connection
 from django.test import Client
 
 from opencompany.core.tokens import token_issue
-from tests.live import asgi_server, test_database_url
+from tests import live
 
 pytestmark = [pytest.mark.postgres]
 
@@ -49,8 +49,8 @@ def test_a_server_holds_at_most_its_pool_under_48_concurrent_clients_and_gives_e
     owner,
 ):
     token, _ = token_issue(user=owner)
-    env = {"DATABASE_URL": f"{test_database_url()}?application_name={APP_NAME}", "DB_POOL_MAX_SIZE": 4}
-    with asgi_server(**env) as url:
+    env = {"DATABASE_URL": f"{live.test_database_url()}?application_name={APP_NAME}", "DB_POOL_MAX_SIZE": 4}
+    with live.asgi_server(**env) as url:
         peak = 0
         sampling = threading.Event()
 

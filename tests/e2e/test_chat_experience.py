@@ -78,7 +78,7 @@ def test_new_chat_keeps_the_old_chat_which_reopens_read_only_with_its_rating_and
 
     chats.nth(1).get_by_role("link").click()
 
-    expect(page).to_have_url(re.compile(r"\?chat=\d+$"))
+    expect(page).to_have_url(re.compile(r"\?chat=chat_[a-z0-9]{20}$"))
     expect(page.locator("#archived-bar")).to_contain_text("Archived chat · read-only")
     expect(page.locator("#archived-title")).to_have_text("Plan the boiler service")
     question = page.locator("li.msg-user .msg-text")
