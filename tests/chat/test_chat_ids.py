@@ -41,7 +41,7 @@ def test_chat_ids_are_random_and_the_row_number_reaches_nothing(
 
 def test_chats_made_before_ids_were_random_get_one_each_when_migrated(workflow):
     executor = MigrationExecutor(connection)
-    before, after = [("chat", "0004_chat_process_beats")], [("chat", "0005_chat_threads_random_ids")]
+    before, after = [("chat", "0005_chat_admin_plural_names")], [("chat", "0006_chat_threads_random_ids")]
     executor.migrate(before)
     old = executor.loader.project_state(before).apps.get_model("chat", "ChatThread")
     made = [

@@ -11,7 +11,7 @@ def fill_ids(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0004_chat_process_beats"),
+        ("chat", "0005_chat_admin_plural_names"),
     ]
 
     operations = [
