@@ -20,6 +20,9 @@ import asyncio
 import io
 import json
 import logging
+import os
+import sys
+import time
 from typing import Any
 
 from daphne.cli import CommandLineInterface
@@ -177,14 +180,41 @@ class Server(DaphneServer):
         super().listen_success(port)
 
     def kill_all_applications(self) -> Any:
-        """Twisted's "before shutdown" step (daphne's own ends every connection at once): stop listening,
-        drain (`lifecycle.shut_down`), then let daphne end what is left."""
+        """Twisted's "before shutdown" step, in place of daphne's (which ends every connection at once and
+        stops at the first connection that has no application yet): stop listening, drain
+        (`lifecycle.shut_down`), let requests already being answered finish within what is left of the
+        grace period, then cancel what remains."""
         for port in getattr(self, "_ports", []):
             port.stopListening()
-        drained = defer.Deferred.fromFuture(asyncio.ensure_future(lifecycle.shut_down()))
-        drained.addErrback(lambda failure: logger.error("shutdown drain failed: %s", failure.value))
-        drained.addBoth(lambda _: DaphneServer.kill_all_applications(self))
-        return drained
+        return defer.Deferred.fromFuture(asyncio.ensure_future(self._drain_and_end()))
+
+    async def _drain_and_end(self) -> None:
+        deadline = time.monotonic() + float(settings.OPENCOMPANY_SHUTDOWN_GRACE_S)
+        try:
+            await lifecycle.shut_down()
+        except Exception:
+            logger.exception("shutdown drain failed")
+        await lifecycle.wait_until(lambda: not self._pending_requests(), deadline)
+        pending = self._pending_instances()
+        for instance in pending:
+            instance.cancel()
+        logger.info("shutdown: cancelled %d pending application instance(s)", len(pending))
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    def _pending_instances(self) -> list[asyncio.Future[Any]]:
+        # A connection whose request is still being read has no application instance yet.
+        instances = (details.get("application_instance") for details in list(self.connections.values()))
+        return [instance for instance in instances if instance is not None and not instance.done()]
+
+    def _pending_requests(self) -> list[Any]:
+        """HTTP requests being answered (websockets were closed by the drain and are not waited for)."""
+        return [
+            protocol
+            for protocol, details in list(self.connections.items())
+            if isinstance(protocol, WebRequest)
+            and details.get("application_instance") is not None
+            and not details["application_instance"].done()
+        ]
 
     @property
     def http_factory(self) -> HTTPFactory:
@@ -207,6 +237,12 @@ class CommandLine(CommandLineInterface):
 
 def main() -> None:
     CommandLine.entrypoint()
+    # The reactor has stopped: a request thread still waiting on the stopped event loop could never end,
+    # and the interpreter's exit would wait for it forever. Everything that could finish has finished.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

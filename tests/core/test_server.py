@@ -4,6 +4,7 @@ carries no query strings."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import select
 import socket
@@ -157,3 +158,40 @@ def test_loading_the_asgi_application_leaves_what_it_loaded_out_of_the_collector
 
     assert result.returncode == 0, result.stderr
     assert int(result.stdout.split()[-1]) > 10_000
+
+
+def test_shutdown_lets_requests_being_answered_finish_then_cancels_the_rest(monkeypatch, settings) -> None:
+    """The server's "before shutdown" step on its own connection table: a connection still reading its
+    request (no application yet) is passed over, a request answered within the grace period completes,
+    one still running at its end and an open socket are cancelled. The drain's app steps are replaced by
+    a no-op here: they have their own tests, and running them would leave this process draining."""
+    from daphne.http_protocol import WebRequest
+
+    from opencompany import server as server_module
+    from opencompany.core import lifecycle
+
+    async def no_app_steps() -> None:
+        return None
+
+    monkeypatch.setattr(lifecycle, "shut_down", no_app_steps)
+    settings.OPENCOMPANY_SHUTDOWN_GRACE_S = 1
+
+    async def scenario() -> dict[str, asyncio.Future[None]]:
+        loop = asyncio.get_running_loop()
+        futures = {name: loop.create_future() for name in ("answered", "stuck", "socket")}
+        requests = [WebRequest.__new__(WebRequest) for _ in range(2)]
+        server = server_module.Server(application=None, endpoints=["tcp:port=0:interface=127.0.0.1"])
+        server.connections = {
+            object(): {"connected": 0.0},  # its request head is still arriving
+            requests[0]: {"connected": 0.0, "application_instance": futures["answered"]},
+            requests[1]: {"connected": 0.0, "application_instance": futures["stuck"]},
+            object(): {"connected": 0.0, "application_instance": futures["socket"]},
+        }
+        loop.call_later(0.2, futures["answered"].set_result, None)
+        await server.kill_all_applications().asFuture(loop)
+        return futures
+
+    futures = asyncio.run(scenario())
+    assert futures["answered"].result() is None  # completed, not cancelled
+    assert futures["stuck"].cancelled()
+    assert futures["socket"].cancelled()
