@@ -2,6 +2,7 @@
 // sidebar with archived chats shown read-only, and the drawers narrow screens use.
 
 import { api } from "./api.js";
+import { ChatState, HISTORY_PAGE, MAX_MESSAGE_CHARS } from "./chat-state.js";
 import { ChatList } from "./chats.js";
 import { ContextPanel } from "./context-panel.js";
 import { confirmAction, debounce, h, icon, refreshTimes, timeNode } from "./dom.js";
@@ -10,10 +11,7 @@ import { MemoryPanel } from "./memory-panel.js";
 import { renderBody, renderText } from "./render.js";
 import { ChatSocket } from "./socket.js";
 
-const HISTORY_PAGE = 50;
-const MAX_MESSAGE_CHARS = 50000; // the server's limit (chat.services.MAX_MESSAGE_CHARS)
 const COUNTER_FROM = 45000; // the character counter shows from here on
-const TERMINAL = new Set(["run.finished", "run.stopped", "run.error"]);
 
 export class ChatPage {
   constructor(root) {
@@ -23,20 +21,15 @@ export class ChatPage {
     this.memoryId = root.dataset.memory;
     this.window = Number(root.dataset.window) || 128000;
     this.hasContext = root.dataset.hasContext === "1";
-    this.generation = Number(root.dataset.generation) || 0;
-    this.cannotAnswer = root.dataset.cannotAnswer || ""; // why the agent cannot answer now ("" when it can)
+    this.state = new ChatState({
+      generation: root.dataset.generation,
+      memoryId: this.memoryId,
+      cannotAnswer: root.dataset.cannotAnswer,
+    });
     this.apiBase = `/api/v1/workflows/${encodeURIComponent(this.workflowId)}`;
 
-    this.path = [];
-    this.marks = [];
-    this.hasMore = false;
-    this.revision = 0;
-    this.runs = new Map(); // run_id → {id, seq, text, state, steps, buffer, resuming, userMessageId, replyId, error}
-    this.liveRunId = null;
     this.editing = null; // {id, text}
-    this.pendingSend = null; // {clientId, text}
     this.loadingEarlier = false;
-    this.stopping = false;
     this.connState = "connecting";
     this.archived = null; // the transcript of the archived chat on screen, or null for the current chat
     this.anchor = null; // {id, focusKey}: keep this message in view after the next render
@@ -98,10 +91,11 @@ export class ChatPage {
       transferred: "Transferred",
     };
     // Connected to a workflow whose agent cannot answer: the header says that, not "Connected".
-    const shown = state === "open" && this.cannotAnswer ? "cannot-answer" : state;
+    const cannotAnswer = this.state.cannotAnswer;
+    const shown = state === "open" && cannotAnswer ? "cannot-answer" : state;
     this.el.conn.textContent = shown === "cannot-answer" ? "Cannot answer" : labels[state] || state;
     this.el.conn.dataset.state = shown;
-    this.el.conn.title = shown === "cannot-answer" ? this.cannotAnswer : "";
+    this.el.conn.title = shown === "cannot-answer" ? cannotAnswer : "";
     const banner = this.el.banner;
     if (state === "reconnecting") {
       banner.hidden = false;
@@ -126,9 +120,9 @@ export class ChatPage {
       banner.textContent = "This workflow was transferred to another owner. Its chats, Memory and Context went with it.";
     } else if (state === "open") {
       // not deployed has its own banner in the page; a live agent that cannot answer says why here
-      banner.hidden = !(this.cannotAnswer && this.generation > 0);
+      banner.hidden = !(cannotAnswer && this.generation > 0);
       banner.dataset.kind = "warn";
-      banner.textContent = banner.hidden ? "" : this.cannotAnswer;
+      banner.textContent = banner.hidden ? "" : cannotAnswer;
       this.chats.loadSoon(); // the list may have changed (or failed to load) while the socket was down
     }
     this.updateComposer();
@@ -136,242 +130,102 @@ export class ChatPage {
 
   // --- frames ---
 
+  get generation() {
+    return this.state.generation;
+  }
+
+  get liveRunId() {
+    return this.state.liveRunId;
+  }
+
+  get link() {
+    return { id: this.socket.ws, open: this.socket.open };
+  }
+
   onFrame(frame) {
-    switch (frame.type) {
-      case "thread":
-        this.applyThread(frame, { replace: true });
-        break;
-      case "thread.updated":
-        this.refetchHistory();
-        this.chats.loadSoon();
-        break;
-      case "chats.updated":
-        this.chats.loadSoon();
-        break;
-      case "run.snapshot":
-        this.applySnapshot(frame);
-        break;
-      case "run.started":
-      case "run.delta":
-      case "run.step":
-      case "run.finished":
-      case "run.stopped":
-      case "run.error":
-        this.applyRunEvent(frame);
-        if (TERMINAL.has(frame.type)) this.context.refresh(); // the ledger has the run's calls
-        break;
-      case "context.updated":
-        this.context.refresh();
-        if (frame.length === 0) this.refetchHistory(); // a Clear: the chat shows its mark
-        break;
-      case "memory.updated":
-        if (!frame.memory_node_id || frame.memory_node_id === this.memoryId) this.memory.refreshSoon();
-        break;
-      case "workflow.deployed":
-      case "workflow.reset":
-        // a deploy admits only a graph that can answer
-        if (frame.type === "workflow.deployed") this.cannotAnswer = "";
-        if (frame.generation !== undefined) this.setGeneration(frame.generation);
-        if (this.connState === "open") this.onConnState("open", 0);
-        this.refetchHistory();
-        this.context.refresh();
-        break;
-      case "workflow.deleted":
-        this.onConnState("gone", 0);
-        break;
-      case "error":
-        this.announce(frame.message || "Something went wrong.", true);
-        break;
-      default:
-        break;
-    }
+    this.apply(this.state.receive(frame, this.link));
   }
 
-  setGeneration(generation) {
-    this.generation = Number(generation) || 0;
-    this.el.generation.textContent = String(this.generation);
-    this.context.setGeneration(this.generation);
-  }
-
-  applyThread(frame, { replace }) {
-    if (frame.generation !== undefined && frame.generation !== this.generation) this.setGeneration(frame.generation);
-    this.revision = frame.revision ?? this.revision;
-    if (replace) {
-      this.path = frame.path || [];
-      this.marks = frame.marks || [];
-    }
-    this.hasMore = Boolean(frame.has_more);
-    this.syncActiveRuns(frame.active_runs || [], frame.request_id == null);
-    if (this.pendingSend && this.path.some((m) => m.client_message_id === this.pendingSend.clientId)) {
-      this.pendingSend = null;
-    }
-    this.render();
-  }
-
-  // Runs the thread says are live. A run we thought live that is not listed has ended (its answer is
-  // in the path); a listed run is resumed once per socket when we may have missed its events.
-  syncActiveRuns(activeRuns, fromConnect) {
-    const listed = new Set(activeRuns.map((r) => r.run_id));
-    for (const run of this.runs.values()) {
-      if (run.state === "live" && !listed.has(run.id) && !run.resuming) run.state = "finished";
-    }
-    for (const info of activeRuns) {
-      const run = this.ensureRun(info.run_id, info);
-      const stale = fromConnect || run.seq === 0;
-      if (run.state === "live" && stale && run.resumedOn !== this.socket.ws && this.socket.open) this.resume(run);
-    }
-    this.liveRunId = null;
-    for (const run of this.runs.values()) if (run.state === "live") this.liveRunId = run.id;
-    if (!this.liveRunId) this.stopping = false;
-    this.updateComposer();
-  }
-
-  ensureRun(runId, info = {}) {
-    let run = this.runs.get(runId);
-    if (!run) {
-      run = {
-        id: runId,
-        seq: 0,
-        text: "",
-        state: "live",
-        steps: [],
-        buffer: new Map(),
-        resuming: false,
-        resumedOn: null,
-        userMessageId: info.user_message_id || null,
-        replyId: info.reply_message_id || null,
-        error: null,
-      };
-      this.runs.set(runId, run);
-      this.liveRunId = runId;
-    } else {
-      run.userMessageId = run.userMessageId || info.user_message_id || null;
-      run.replyId = run.replyId || info.reply_message_id || null;
-    }
-    return run;
-  }
-
-  resume(run) {
-    run.resuming = true;
-    run.resumedOn = this.socket.ws;
-    this.socket
-      .request({ type: "resume", run_id: run.id, after_seq: run.seq }, "run.snapshot")
-      .then((snapshot) => this.applySnapshot(snapshot))
-      .catch((error) => {
-        run.resuming = false;
-        if (error && error.code === "not_found") {
-          run.state = "finished";
+  // Carry out what the state asks for after a frame (chat-state.js).
+  apply(effects) {
+    let render = false;
+    let composer = false;
+    for (const effect of effects) {
+      switch (effect.type) {
+        case "render":
+          render = true;
+          break;
+        case "composer":
+          composer = true;
+          break;
+        case "draft":
+          this.renderDraft(this.state.runs.get(effect.runId));
+          break;
+        case "resume":
+          this.resume(effect);
+          break;
+        case "history":
           this.refetchHistory();
-        }
-      });
-  }
-
-  applySnapshot(snapshot) {
-    const run = this.runs.get(snapshot.run_id);
-    if (!run || run.state !== "live") return;
-    run.resuming = false;
-    if (snapshot.seq > run.seq) {
-      run.seq = snapshot.seq;
-      run.text = snapshot.text || "";
-      run.steps = Array.isArray(snapshot.steps) ? snapshot.steps : run.steps;
-    }
-    run.userMessageId = run.userMessageId || snapshot.user_message_id || null;
-    if (["finished", "stopped", "error"].includes(snapshot.state)) {
-      this.endRun(run, snapshot.state, snapshot.text, snapshot.error);
-      return;
-    }
-    this.drain(run);
-    this.renderDraft(run);
-  }
-
-  applyRunEvent(event) {
-    const run = this.ensureRun(event.run_id, event);
-    if (run.state !== "live") return;
-    if (TERMINAL.has(event.type)) {
-      const state = { "run.finished": "finished", "run.stopped": "stopped", "run.error": "error" }[event.type];
-      run.seq = Math.max(run.seq, event.seq || 0);
-      const error = event.type === "run.error" ? { code: event.code, message: event.message } : null;
-      this.endRun(run, state, event.text, error, event.reply_message_id);
-      return;
-    }
-    const seq = event.seq || 0;
-    if (seq <= run.seq) return;
-    if (run.resuming || seq > run.seq + 1) {
-      run.buffer.set(seq, event);
-      if (!run.resuming && this.socket.open) this.resume(run);
-      return;
-    }
-    this.applyOne(run, event);
-    this.drain(run);
-    this.renderDraft(run);
-  }
-
-  applyOne(run, event) {
-    run.seq = event.seq;
-    if (event.type === "run.delta") run.text += event.delta || "";
-    else if (event.type === "run.step" && event.step) {
-      const index = run.steps.findIndex((s) => s.id === event.step.id);
-      if (index >= 0) run.steps[index] = event.step;
-      else run.steps.push(event.step);
-    } else if (event.type === "run.started") {
-      run.userMessageId = event.user_message_id || run.userMessageId;
-      run.replyId = event.reply_message_id || run.replyId;
-    }
-  }
-
-  drain(run) {
-    for (const seq of [...run.buffer.keys()].sort((a, b) => a - b)) {
-      const event = run.buffer.get(seq);
-      run.buffer.delete(seq);
-      if (seq <= run.seq) continue;
-      if (seq !== run.seq + 1) {
-        run.buffer.set(seq, event);
-        break;
+          break;
+        case "context":
+          this.context.refresh();
+          break;
+        case "memory":
+          this.memory.refreshSoon();
+          break;
+        case "chats":
+          this.chats.loadSoon();
+          break;
+        case "generation":
+          this.el.generation.textContent = String(this.generation);
+          this.context.setGeneration(this.generation);
+          break;
+        case "connection":
+          if (this.connState === "open") this.onConnState("open", 0);
+          break;
+        case "gone":
+          this.onConnState("gone", 0);
+          break;
+        case "announce":
+          this.announce(effect.text, Boolean(effect.error));
+          break;
+        default:
+          break;
       }
-      this.applyOne(run, event);
     }
+    if (render) this.render();
+    if (composer) this.updateComposer();
   }
 
-  endRun(run, state, text, error, replyId) {
-    run.state = state;
-    if (typeof text === "string") run.text = text;
-    run.error = error || null;
-    run.replyId = replyId || run.replyId;
-    run.buffer.clear();
-    if (this.liveRunId === run.id) this.liveRunId = null;
-    this.stopping = false;
-    const said = { finished: "Answer complete.", stopped: "Answer stopped.", error: "The answer failed." }[state];
-    this.announce(said);
-    this.render();
-    this.updateComposer();
-    this.refetchHistory();
+  resume({ runId, afterSeq }) {
+    this.socket
+      .request({ type: "resume", run_id: runId, after_seq: afterSeq }, "run.snapshot")
+      .then((snapshot) => this.onFrame(snapshot))
+      .catch((error) => this.apply(this.state.resumeFailed(runId, error)));
   }
 
   // --- operations ---
 
   async history() {
     if (!this.socket.open) return;
-    const limit = Math.min(200, Math.max(HISTORY_PAGE, this.path.length + 2));
     try {
-      const frame = await this.socket.request({ type: "history", limit }, "thread");
-      this.applyThread(frame, { replace: true });
+      const frame = await this.socket.request({ type: "history", limit: this.state.historyLimit() }, "thread");
+      this.apply(this.state.receive(frame, this.link));
     } catch {
       // the reconnect's thread frame brings it back
     }
   }
 
   async loadEarlier() {
-    if (this.loadingEarlier || !this.hasMore || !this.path.length || !this.socket.open) return;
+    const state = this.state;
+    if (this.loadingEarlier || !state.hasMore || !state.path.length || !this.socket.open) return;
     this.loadingEarlier = true;
     this.el.earlier.textContent = "Loading…";
     const scroller = this.el.scroller;
     const before = scroller.scrollHeight - scroller.scrollTop;
     try {
-      const frame = await this.socket.request({ type: "history", before: this.path[0].id, limit: HISTORY_PAGE }, "thread");
-      const known = new Set(this.path.map((m) => m.id));
-      const older = (frame.path || []).filter((m) => !known.has(m.id));
-      this.path = [...older, ...this.path];
-      this.hasMore = Boolean(frame.has_more);
+      const frame = await this.socket.request({ type: "history", before: state.path[0].id, limit: HISTORY_PAGE }, "thread");
+      state.prependEarlier(frame);
       this.render({ keepScroll: false });
       scroller.scrollTop = scroller.scrollHeight - before;
     } catch (error) {
@@ -386,19 +240,18 @@ export class ChatPage {
     const text = this.el.input.value;
     if (!text.trim() || !this.canSend()) return;
     const clientId = `c-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
-    this.pendingSend = { clientId, text };
+    this.state.sendStarted(clientId, text);
     this.el.input.value = "";
     this.autosize();
     this.render({ stick: true });
     this.updateComposer();
     try {
       const ack = await this.socket.request({ type: "send", text, client_message_id: clientId });
-      this.ensureRun(ack.run_id, { user_message_id: ack.message_id });
-      this.revision = ack.revision ?? this.revision;
+      this.state.accepted(ack);
       this.updateComposer();
       this.refetchHistory();
     } catch (error) {
-      this.pendingSend = null;
+      this.state.sendFailed();
       if (!this.el.input.value) this.el.input.value = text;
       this.autosize();
       this.render();
@@ -409,14 +262,13 @@ export class ChatPage {
   }
 
   async stop() {
-    const runId = this.liveRunId;
+    const runId = this.state.stopStarted();
     if (!runId) return;
-    this.stopping = true;
     this.updateComposer();
     try {
       await this.socket.request({ type: "stop", run_id: runId });
     } catch (error) {
-      this.stopping = false;
+      this.state.stopFailed();
       if (error.code !== "not_stoppable") this.announce(error.message || "Could not stop.", true);
       this.updateComposer();
     }
@@ -424,9 +276,8 @@ export class ChatPage {
 
   async operate(frame, { focusComposer = false } = {}) {
     try {
-      const ack = await this.socket.request({ ...frame, expected_revision: this.revision });
-      if (ack.run_id) this.ensureRun(ack.run_id, { user_message_id: ack.message_id });
-      this.revision = ack.revision ?? this.revision;
+      const ack = await this.socket.request({ ...frame, expected_revision: this.state.revision });
+      this.state.accepted(ack);
       this.updateComposer();
       await this.history();
       if (focusComposer) this.el.input.focus();
@@ -460,10 +311,10 @@ export class ChatPage {
   }
 
   async feedback(message, value) {
-    const next = message.feedback === value ? null : value;
+    const next = this.state.nextFeedback(message, value);
     try {
       const ack = await this.socket.request({ type: "feedback", message_id: message.id, value: next });
-      message.feedback = ack.feedback ?? next;
+      this.state.setFeedback(message.id, ack.feedback ?? next);
       this.render({ keepScroll: true });
       this.announce(next ? `Marked as ${next === "up" ? "helpful" : "not helpful"}.` : "Feedback removed.");
     } catch (error) {
@@ -480,11 +331,8 @@ export class ChatPage {
     if (!ok) return;
     try {
       await api("POST", `${this.apiBase}/chat/archive`);
-      this.runs.clear();
-      this.liveRunId = null;
+      this.state.clear();
       this.editing = null;
-      this.path = [];
-      this.hasMore = false;
       if (this.archived) this.chats.showCurrent();
       this.render();
       this.updateComposer();
@@ -517,24 +365,15 @@ export class ChatPage {
   // --- composer ---
 
   canSend() {
-    return this.socket.open && !this.liveRunId && this.generation > 0 && !this.tooLong();
-  }
-
-  tooLong() {
-    return this.el.input.value.length > MAX_MESSAGE_CHARS;
+    return this.socket.open && !this.liveRunId && this.generation > 0 && this.el.input.value.length <= MAX_MESSAGE_CHARS;
   }
 
   sendBlockedReason() {
-    if (this.generation <= 0) return "This workflow is not deployed.";
-    if (this.connState === "transferred") return "This workflow was transferred to another owner.";
-    if (!this.socket.open) return "Reconnecting… you can send once the connection is back.";
-    if (this.cannotAnswer) return this.cannotAnswer;
-    if (this.liveRunId) return this.stopping ? "Stopping the answer…" : "The agent is answering. Wait, or press Stop.";
-    if (this.tooLong()) {
-      const over = this.el.input.value.length - MAX_MESSAGE_CHARS;
-      return `Too long to send: shorten it by ${over.toLocaleString()} character${over === 1 ? "" : "s"}.`;
-    }
-    return "";
+    return this.state.sendBlockedReason({
+      open: this.socket.open,
+      transferred: this.connState === "transferred",
+      length: this.el.input.value.length,
+    });
   }
 
   updateCount() {
@@ -553,8 +392,8 @@ export class ChatPage {
     this.updateCount();
     const live = Boolean(this.liveRunId);
     this.el.stop.hidden = !live;
-    this.el.stop.disabled = this.stopping || !this.socket.open;
-    this.el.stop.textContent = this.stopping ? "Stopping…" : "Stop";
+    this.el.stop.disabled = this.state.stopping || !this.socket.open;
+    this.el.stop.textContent = this.state.stopping ? "Stopping…" : "Stop";
     this.el.send.hidden = live;
     if (!live && !this.archived && document.activeElement === document.body) this.el.input.focus();
   }
@@ -654,7 +493,7 @@ export class ChatPage {
     const items = this.archived ? this.archivedItems() : this.currentItems();
     this.el.messages.replaceChildren(...items);
     this.el.empty.hidden = items.length > 0 || Boolean(this.archived);
-    this.el.earlier.hidden = !this.hasMore || Boolean(this.archived);
+    this.el.earlier.hidden = !this.state.hasMore || Boolean(this.archived);
 
     const editArea = this.editing ? this.el.messages.querySelector(".edit-input") : null;
     let again = focusKey ? this.el.messages.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`) : null;
@@ -674,25 +513,12 @@ export class ChatPage {
   }
 
   currentItems() {
-    const items = [];
-    const lastIndex = this.path.length - 1;
-    const marks = this.marks || [];
-    const marksAfter = (id) => marks.filter((mark) => mark.after_id === id).map((mark) => this.renderMark(mark));
-    if (!this.hasMore) items.push(...marksAfter(null));
-    this.path.forEach((message, index) => {
-      items.push(this.renderMessage(message, { isLast: index === lastIndex }));
-      items.push(...marksAfter(message.id));
+    return this.state.items().map((item) => {
+      if (item.kind === "mark") return this.renderMark(item.mark);
+      if (item.kind === "message") return this.renderMessage(item.message, { isLast: item.isLast });
+      if (item.kind === "pending") return this.renderPending(item.text);
+      return this.renderRunDraft(item.run);
     });
-    if (this.pendingSend && !this.path.some((m) => m.client_message_id === this.pendingSend.clientId)) {
-      items.push(this.renderPending(this.pendingSend.text));
-    }
-    const lastId = this.path.length ? this.path[this.path.length - 1].id : null;
-    for (const run of this.runs.values()) {
-      if (run.replyId && this.path.some((m) => m.id === run.replyId)) continue;
-      const answersHere = run.userMessageId && run.userMessageId === lastId;
-      if (run.state === "live" || (answersHere && (run.text || run.error))) items.push(this.renderRunDraft(run));
-    }
-    return items;
   }
 
   // Where the agent's Context was cleared or compacted (from the stored rows the thread frame lists).
@@ -932,7 +758,7 @@ export class ChatPage {
       const ids = [...this.drafting];
       this.drafting.clear();
       for (const id of ids) {
-        const current = this.runs.get(id);
+        const current = this.state.runs.get(id);
         if (current) this.paintDraft(current);
       }
     });
