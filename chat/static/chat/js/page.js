@@ -5,10 +5,10 @@ import { api } from "./api.js";
 import { ChatState, HISTORY_PAGE, MAX_MESSAGE_CHARS } from "./chat-state.js";
 import { ChatList } from "./chats.js";
 import { ContextPanel } from "./context-panel.js";
-import { confirmAction, debounce, h, icon, refreshTimes, timeNode } from "./dom.js";
+import { confirmAction, debounce, refreshTimes } from "./dom.js";
 import { Drawers } from "./drawer.js";
 import { MemoryPanel } from "./memory-panel.js";
-import { renderBody, renderText } from "./render.js";
+import { MessageList } from "./message-list.js";
 import { ChatSocket } from "./socket.js";
 
 const COUNTER_FROM = 45000; // the character counter shows from here on
@@ -32,8 +32,6 @@ export class ChatPage {
     this.loadingEarlier = false;
     this.connState = "connecting";
     this.archived = null; // the transcript of the archived chat on screen, or null for the current chat
-    this.anchor = null; // {id, focusKey}: keep this message in view after the next render
-    this.drafting = new Set(); // runs whose streamed text waits for the next animation frame
 
     this.el = {
       scroller: document.getElementById("scroller"),
@@ -52,6 +50,13 @@ export class ChatPage {
       generation: document.getElementById("chat-generation"),
       newChat: document.getElementById("new-chat"),
     };
+    this.list = new MessageList({
+      container: this.el.messages,
+      scroller: this.el.scroller,
+      empty: this.el.empty,
+      earlier: this.el.earlier,
+      actions: this.messageActions(),
+    });
     this.provider = root.dataset.provider || "";
     this.memory = new MemoryPanel(this);
     this.context = new ContextPanel(this);
@@ -283,7 +288,7 @@ export class ChatPage {
       if (focusComposer) this.el.input.focus();
       return true;
     } catch (error) {
-      this.anchor = null;
+      this.list.anchor = null;
       if (error.code === "revision_conflict") {
         this.announce("The chat changed elsewhere; showing the latest.", true);
         await this.history();
@@ -479,306 +484,50 @@ export class ChatPage {
 
   // --- rendering ---
 
-  nearBottom() {
-    const s = this.el.scroller;
-    return s.scrollHeight - s.scrollTop - s.clientHeight < 80;
-  }
-
-  render({ stick = false, keepScroll = false, top = false } = {}) {
-    const scroller = this.el.scroller;
-    const wasNearBottom = this.nearBottom();
-    const scrollTop = scroller.scrollTop;
-    const focusKey = this.anchor?.focusKey || document.activeElement?.dataset?.focusKey;
-
-    const items = this.archived ? this.archivedItems() : this.currentItems();
-    this.el.messages.replaceChildren(...items);
-    this.el.empty.hidden = items.length > 0 || Boolean(this.archived);
-    this.el.earlier.hidden = !this.state.hasMore || Boolean(this.archived);
-
-    const editArea = this.editing ? this.el.messages.querySelector(".edit-input") : null;
-    let again = focusKey ? this.el.messages.querySelector(`[data-focus-key="${CSS.escape(focusKey)}"]`) : null;
-    // the last version's "next" arrow is disabled: focus stays in the switcher on the other arrow
-    if (again?.disabled) again = again.closest(".versions")?.querySelector("button:not(:disabled)") || null;
-    if (again) again.focus({ preventScroll: true });
-    else if (editArea && (focusKey || document.activeElement === document.body)) editArea.focus();
-    const anchored = this.anchor ? this.el.messages.querySelector(`[data-id="${CSS.escape(this.anchor.id)}"]`) : null;
-    if (anchored) {
-      // A version switch keeps the switched message where the owner is looking.
-      scroller.scrollTop = scrollTop;
-      anchored.scrollIntoView({ block: "nearest" });
-      this.anchor = null;
-    } else if (top) scroller.scrollTop = 0;
-    else if (stick || (wasNearBottom && !keepScroll)) scroller.scrollTop = scroller.scrollHeight;
-    else scroller.scrollTop = scrollTop;
-  }
-
-  currentItems() {
-    return this.state.items().map((item) => {
-      if (item.kind === "mark") return this.renderMark(item.mark);
-      if (item.kind === "message") return this.renderMessage(item.message, { isLast: item.isLast });
-      if (item.kind === "pending") return this.renderPending(item.text);
-      return this.renderRunDraft(item.run);
-    });
-  }
-
-  // Where the agent's Context was cleared or compacted (from the stored rows the thread frame lists).
-  renderMark(mark) {
-    const text = mark.kind === "context_cleared" ? "Context cleared" : "Earlier messages summarized";
-    return h("li", { class: "msg-mark", role: "separator", "data-mark": mark.kind }, h("span", { text }));
-  }
-
-  archivedItems() {
-    return this.archived.path.map((message) => this.renderMessage(message, { readOnly: true }));
-  }
-
-  renderPending(text) {
-    return h(
-      "li",
-      { class: "msg msg-user is-pending" },
-      h("div", { class: "msg-role visually-hidden", text: "You" }),
-      h("div", { class: "bubble" }, h("div", { class: "msg-text" }, renderText(text))),
-      h("div", { class: "msg-meta muted", text: "Sending…" }),
-    );
-  }
-
-  renderRunDraft(run) {
-    const live = run.state === "live";
-    const body = h("div", {
-      class: "msg-text",
-      id: `draft-${run.id}`,
-      "aria-live": "polite",
-      "aria-busy": live ? "true" : "false",
-    });
-    if (run.text) body.append(renderText(run.text));
-    else if (live) body.append(h("span", { class: "thinking", text: "Thinking…" }));
-    const steps = run.steps.length
-      ? h(
-          "ul",
-          { class: "steps", "aria-label": "Tool steps" },
-          run.steps.map((step) => h("li", { class: `step step-${step.state}`, text: `${step.name} · ${step.state}` })),
-        )
-      : null;
-    const classes = ["msg", "msg-assistant", live ? "is-streaming" : `is-${run.state}`];
-    return h(
-      "li",
-      { class: classes.join(" "), "data-run": run.id, "data-state": run.state },
-      h("div", { class: "msg-role visually-hidden", text: "Agent" }),
-      h("div", { class: "bubble" }, steps, body, this.statusNote(run.state === "live" ? "" : run.state, run.error)),
-    );
-  }
-
-  statusNote(status, error) {
-    if (status === "stopped") {
-      return h("p", { class: "status-note status-stopped", text: error?.message ? `Stopped: ${error.message}` : "Stopped" });
-    }
-    if (status === "error") {
-      return h("p", { class: "status-note status-error", role: "note", text: `Error: ${error?.message || "the answer failed."}` });
-    }
-    return null;
-  }
-
-  renderMessage(message, { isLast = false, readOnly = false } = {}) {
-    const isUser = message.role === "user";
-    const item = h("li", {
-      class: `msg ${isUser ? "msg-user" : "msg-assistant"} is-${message.status}`,
-      "data-id": message.id,
-      "data-role": message.role,
-      "data-status": message.status,
-    });
-    item.append(h("div", { class: "msg-role visually-hidden", text: isUser ? "You" : "Agent" }));
-
-    if (this.editing && this.editing.id === message.id) {
-      item.append(this.renderEditor(message));
-      return item;
-    }
-    const bubble = h("div", { class: "bubble" }, h("div", { class: "msg-text" }, renderBody(message)));
-    const note = isUser ? null : this.statusNote(message.status, message.error);
-    if (note) bubble.append(note);
-    item.append(bubble);
-
-    const tools = h("div", { class: "msg-tools" });
-    if (message.versions && message.versions.count > 1) tools.append(this.renderVersions(message, readOnly));
-    if (readOnly) {
-      if (message.feedback) {
-        tools.append(
-          h("span", { class: "rated" }, icon(message.feedback), message.feedback === "up" ? "Rated good" : "Rated bad"),
-        );
-      }
-      if (message.created_at) tools.append(timeNode(message.created_at, "when msg-time"));
-      item.append(tools);
-      return item;
-    }
-    const liveBusy = Boolean(this.liveRunId);
-    if (isUser && message.editable) {
-      tools.append(
-        h("button", {
-          type: "button",
-          class: "tool",
-          text: "Edit",
-          "aria-label": "Edit this message",
-          "data-focus-key": `edit:${message.id}`,
-          disabled: liveBusy,
-          onclick: () => {
-            this.editing = { id: message.id, text: message.text };
-            this.render({ keepScroll: true });
-          },
-        }),
-      );
-    }
-    if (!isUser) {
-      tools.append(
-        h(
-          "button",
-          {
-            type: "button",
-            class: "tool tool-icon",
-            "aria-label": "Good answer",
-            "aria-pressed": String(message.feedback === "up"),
-            "data-focus-key": `up:${message.id}`,
-            onclick: () => this.feedback(message, "up"),
-          },
-          icon("up"),
-        ),
-        h(
-          "button",
-          {
-            type: "button",
-            class: "tool tool-icon",
-            "aria-label": "Bad answer",
-            "aria-pressed": String(message.feedback === "down"),
-            "data-focus-key": `down:${message.id}`,
-            onclick: () => this.feedback(message, "down"),
-          },
-          icon("down"),
-        ),
-      );
-    }
-    if (isLast && message.editable && (!isUser || message.run_state)) {
-      tools.append(
-        h("button", {
-          type: "button",
-          class: "tool",
-          text: isUser ? "Answer again" : "Retry",
-          "aria-label": isUser ? "Ask for an answer again" : "Retry this answer",
-          "data-focus-key": `retry:${message.id}`,
-          disabled: liveBusy,
-          onclick: () => this.operate({ type: "retry", message_id: message.id }, { focusComposer: true }),
-        }),
-      );
-    }
-    if (message.created_at) tools.append(timeNode(message.created_at, "when msg-time"));
-    if (isUser && isLast && !liveBusy && ["stopped", "error"].includes(message.run_state)) {
-      item.append(h("p", { class: "status-note status-stopped", text: message.run_state === "stopped" ? "Stopped before an answer." : "No answer: the run failed." }));
-    }
-    if (tools.childElementCount) item.append(tools);
-    return item;
-  }
-
-  renderVersions(message, readOnly = false) {
-    const { index, count, ids } = message.versions;
-    if (readOnly) {
-      return h("span", { class: "versions versions-label", text: `Version ${index} of ${count}` });
-    }
-    const go = (target, key) => () => {
-      // Keep the switched message in view, and focus on the same arrow of its new version.
-      this.anchor = { id: target, focusKey: `${key}:${target}` };
-      this.operate({ type: "switch", message_id: target });
+  render(options = {}) {
+    const archived = this.archived;
+    const items = archived
+      ? archived.path.map((message) => ({ key: `archived:${message.id}`, kind: "message", message, isLast: false }))
+      : this.state.items();
+    const view = {
+      editing: archived ? null : this.editing,
+      liveBusy: Boolean(this.liveRunId),
+      readOnly: Boolean(archived),
+      hasMore: this.state.hasMore,
     };
-    const liveBusy = Boolean(this.liveRunId);
-    return h(
-      "div",
-      { class: "versions", role: "group", "aria-label": "Versions" },
-      h("button", {
-        type: "button",
-        class: "tool tool-arrow",
-        text: "‹",
-        "aria-label": "Previous version",
-        "data-focus-key": `prev:${message.id}`,
-        disabled: index <= 1 || liveBusy,
-        onclick: go(ids[index - 2], "prev"),
-      }),
-      h("span", { class: "versions-label", "aria-label": `Version ${index} of ${count}`, text: `${index}/${count}` }),
-      h("button", {
-        type: "button",
-        class: "tool tool-arrow",
-        text: "›",
-        "aria-label": "Next version",
-        "data-focus-key": `next:${message.id}`,
-        disabled: index >= count || liveBusy,
-        onclick: go(ids[index], "next"),
-      }),
-    );
+    this.list.render(items, view, options);
   }
 
-  renderEditor(message) {
-    const area = h("textarea", { class: "edit-input input", rows: "3", "aria-label": "Edit your message" });
-    area.value = this.editing.text;
-    area.addEventListener("input", () => {
-      this.editing.text = area.value;
-    });
-    const cancel = () => {
-      this.editing = null;
-      this.render({ keepScroll: true });
-      this.el.messages.querySelector(`[data-focus-key="edit:${CSS.escape(message.id)}"]`)?.focus();
-    };
-    area.addEventListener("keydown", (event) => {
-      if (event.key === "Escape") cancel();
-      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-        event.preventDefault();
-        this.saveEdit(message.id);
-      }
-    });
-    const form = h(
-      "form",
-      {
-        class: "editor",
-        onsubmit: (event) => {
-          event.preventDefault();
-          this.saveEdit(message.id);
-        },
-      },
-      area,
-      h(
-        "div",
-        { class: "editor-actions" },
-        h("button", { type: "button", class: "button", text: "Cancel", onclick: cancel }),
-        h("button", { type: "submit", class: "button button-primary", text: "Save", disabled: Boolean(this.liveRunId) }),
-      ),
-    );
-    return form;
-  }
-
-  // Streamed text is drawn at most once per frame: the Markdown of the whole answer so far is rendered
-  // again each time, so a half-written table or code block settles as the rest arrives.
   renderDraft(run) {
-    this.drafting.add(run.id);
-    if (this.draftFrame) return;
-    this.draftFrame = requestAnimationFrame(() => {
-      this.draftFrame = null;
-      const ids = [...this.drafting];
-      this.drafting.clear();
-      for (const id of ids) {
-        const current = this.state.runs.get(id);
-        if (current) this.paintDraft(current);
-      }
+    if (!run || this.archived) return;
+    this.list.paintDraftSoon(run, () => {
+      if (!this.archived) this.render();
     });
   }
 
-  paintDraft(run) {
-    if (this.archived) return;
-    const node = this.el.messages.querySelector(`[data-run="${CSS.escape(run.id)}"]`);
-    if (!node) {
-      this.render();
-      return;
-    }
-    const stick = this.nearBottom();
-    // update inside the same live region so assistive technology follows one growing answer
-    const fresh = this.renderRunDraft(run);
-    node.querySelector(".msg-text").replaceChildren(...fresh.querySelector(".msg-text").childNodes);
-    const steps = fresh.querySelector(".steps");
-    const oldSteps = node.querySelector(".steps");
-    if (oldSteps) oldSteps.remove();
-    if (steps) node.querySelector(".bubble").prepend(steps);
-    if (stick) this.el.scroller.scrollTop = this.el.scroller.scrollHeight;
+  // What the message list's buttons do.
+  messageActions() {
+    return {
+      startEdit: (message) => {
+        this.editing = { id: message.id, text: message.text };
+        this.render({ keepScroll: true });
+      },
+      cancelEdit: (message) => {
+        this.editing = null;
+        this.render({ keepScroll: true });
+        this.el.messages.querySelector(`[data-focus-key="edit:${CSS.escape(message.id)}"]`)?.focus();
+      },
+      editText: (text) => {
+        if (this.editing) this.editing.text = text;
+      },
+      saveEdit: (messageId) => this.saveEdit(messageId),
+      feedback: (message, value) => this.feedback(message, value),
+      retry: (message) => this.operate({ type: "retry", message_id: message.id }, { focusComposer: true }),
+      switchTo: (target, key) => {
+        // Keep the switched message in view, and focus on the same arrow of its new version.
+        this.list.anchor = { id: target, focusKey: `${key}:${target}` };
+        this.operate({ type: "switch", message_id: target });
+      },
+    };
   }
 }

@@ -117,9 +117,25 @@ function addCopyButtons(fragment) {
   }
 }
 
-// Markdown text → a fragment of safe elements.
-export function renderText(text) {
-  const fragment = sanitized(markdown.parse(String(text ?? "")));
+// Rendered Markdown by text, so a message drawn again (a version switch, a refetched thread, a rating)
+// is cloned, not parsed and sanitized again. Bounded: the least recently used texts leave first.
+const CACHE_ENTRIES = 500;
+const rendered = new Map();
+
+function parsed(text, cache) {
+  if (!cache) return sanitized(markdown.parse(text));
+  let fragment = rendered.get(text);
+  if (fragment) rendered.delete(text);
+  else fragment = sanitized(markdown.parse(text));
+  rendered.set(text, fragment);
+  if (rendered.size > CACHE_ENTRIES) rendered.delete(rendered.keys().next().value);
+  return fragment.cloneNode(true);
+}
+
+// Markdown text → a fragment of safe elements. A streaming draft changes with every delta: it passes
+// `cache: false` so it does not push finished messages out of the cache.
+export function renderText(text, { cache = true } = {}) {
+  const fragment = parsed(String(text ?? ""), cache);
   addCopyButtons(fragment);
   return fragment;
 }
