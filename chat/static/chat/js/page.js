@@ -1,17 +1,17 @@
-// The chat page: the message path, versions, streaming runs, edit/retry/switch, feedback, the Chats
-// sidebar with archived chats shown read-only, and the drawers narrow screens use.
+// The chat page: wires the protocol state (chat-state.js), the message list (message-list.js), the
+// composer (composer.js) and the operations (operations.js) to the socket, and shows the connection,
+// the Chats sidebar with archived chats read-only, the side panels and the drawers narrow screens use.
 
-import { api } from "./api.js";
-import { ChatState, HISTORY_PAGE, MAX_MESSAGE_CHARS } from "./chat-state.js";
+import { ChatState } from "./chat-state.js";
 import { ChatList } from "./chats.js";
+import { Composer } from "./composer.js";
 import { ContextPanel } from "./context-panel.js";
-import { confirmAction, debounce, refreshTimes } from "./dom.js";
+import { refreshTimes } from "./dom.js";
 import { Drawers } from "./drawer.js";
 import { MemoryPanel } from "./memory-panel.js";
 import { MessageList } from "./message-list.js";
+import { ChatOperations } from "./operations.js";
 import { ChatSocket } from "./socket.js";
-
-const COUNTER_FROM = 45000; // the character counter shows from here on
 
 export class ChatPage {
   constructor(root) {
@@ -28,8 +28,7 @@ export class ChatPage {
     });
     this.apiBase = `/api/v1/workflows/${encodeURIComponent(this.workflowId)}`;
 
-    this.editing = null; // {id, text}
-    this.loadingEarlier = false;
+    this.editing = null; // {id, text}: the message being edited
     this.connState = "connecting";
     this.archived = null; // the transcript of the archived chat on screen, or null for the current chat
 
@@ -41,15 +40,12 @@ export class ChatPage {
       banner: document.getElementById("banner"),
       conn: document.getElementById("conn"),
       announcer: document.getElementById("announcer"),
-      composer: document.getElementById("composer"),
       input: document.getElementById("composer-input"),
-      send: document.getElementById("send"),
-      stop: document.getElementById("stop"),
-      reason: document.getElementById("composer-reason"),
-      count: document.getElementById("composer-count"),
       generation: document.getElementById("chat-generation"),
       newChat: document.getElementById("new-chat"),
     };
+    this.ops = new ChatOperations(this);
+    this.composer = new Composer(this, { onSend: () => this.ops.send(), onStop: () => this.ops.stop() });
     this.list = new MessageList({
       container: this.el.messages,
       scroller: this.el.scroller,
@@ -60,7 +56,6 @@ export class ChatPage {
     this.provider = root.dataset.provider || "";
     this.memory = new MemoryPanel(this);
     this.context = new ContextPanel(this);
-    this.refetchHistory = debounce(() => this.history(), 60);
     this.drawers = new Drawers({ backdrop: document.getElementById("drawer-backdrop") });
     this.chats = new ChatList(this, this.drawers);
   }
@@ -72,13 +67,13 @@ export class ChatPage {
       onFrame: (frame) => this.onFrame(frame),
       onState: (state, attempt) => this.onConnState(state, attempt),
     });
-    this.bindComposer();
+    this.composer.bind();
     this.bindChrome();
     this.socket.connect();
     this.memory.start();
     this.context.refresh();
     this.chats.start();
-    this.updateComposer();
+    this.composer.update();
     setInterval(() => refreshTimes(this.root), 30000);
   }
 
@@ -130,7 +125,7 @@ export class ChatPage {
       banner.textContent = banner.hidden ? "" : cannotAnswer;
       this.chats.loadSoon(); // the list may have changed (or failed to load) while the socket was down
     }
-    this.updateComposer();
+    this.composer.update();
   }
 
   // --- frames ---
@@ -167,10 +162,10 @@ export class ChatPage {
           this.renderDraft(this.state.runs.get(effect.runId));
           break;
         case "resume":
-          this.resume(effect);
+          this.ops.resume(effect);
           break;
         case "history":
-          this.refetchHistory();
+          this.ops.refetchHistory();
           break;
         case "context":
           this.context.refresh();
@@ -199,156 +194,7 @@ export class ChatPage {
       }
     }
     if (render) this.render();
-    if (composer) this.updateComposer();
-  }
-
-  resume({ runId, afterSeq }) {
-    this.socket
-      .request({ type: "resume", run_id: runId, after_seq: afterSeq }, "run.snapshot")
-      .then((snapshot) => this.onFrame(snapshot))
-      .catch((error) => this.apply(this.state.resumeFailed(runId, error)));
-  }
-
-  // --- operations ---
-
-  async history() {
-    if (!this.socket.open) return;
-    try {
-      const frame = await this.socket.request({ type: "history", limit: this.state.historyLimit() }, "thread");
-      this.apply(this.state.receive(frame, this.link));
-    } catch {
-      // the reconnect's thread frame brings it back
-    }
-  }
-
-  async loadEarlier() {
-    const state = this.state;
-    if (this.loadingEarlier || !state.hasMore || !state.path.length || !this.socket.open) return;
-    this.loadingEarlier = true;
-    this.el.earlier.textContent = "Loading…";
-    const scroller = this.el.scroller;
-    const before = scroller.scrollHeight - scroller.scrollTop;
-    try {
-      const frame = await this.socket.request({ type: "history", before: state.path[0].id, limit: HISTORY_PAGE }, "thread");
-      state.prependEarlier(frame);
-      this.render({ keepScroll: false });
-      scroller.scrollTop = scroller.scrollHeight - before;
-    } catch (error) {
-      this.announce(error.message || "Could not load earlier messages.", true);
-    } finally {
-      this.loadingEarlier = false;
-      this.el.earlier.textContent = "Load earlier messages";
-    }
-  }
-
-  async send() {
-    const text = this.el.input.value;
-    if (!text.trim() || !this.canSend()) return;
-    const clientId = `c-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
-    this.state.sendStarted(clientId, text);
-    this.el.input.value = "";
-    this.autosize();
-    this.render({ stick: true });
-    this.updateComposer();
-    try {
-      const ack = await this.socket.request({ type: "send", text, client_message_id: clientId });
-      this.state.accepted(ack);
-      this.updateComposer();
-      this.refetchHistory();
-    } catch (error) {
-      this.state.sendFailed();
-      if (!this.el.input.value) this.el.input.value = text;
-      this.autosize();
-      this.render();
-      this.announce(error.message || "The message was not sent.", true);
-    }
-    this.updateComposer();
-    this.el.input.focus();
-  }
-
-  async stop() {
-    const runId = this.state.stopStarted();
-    if (!runId) return;
-    this.updateComposer();
-    try {
-      await this.socket.request({ type: "stop", run_id: runId });
-    } catch (error) {
-      this.state.stopFailed();
-      if (error.code !== "not_stoppable") this.announce(error.message || "Could not stop.", true);
-      this.updateComposer();
-    }
-  }
-
-  async operate(frame, { focusComposer = false } = {}) {
-    try {
-      const ack = await this.socket.request({ ...frame, expected_revision: this.state.revision });
-      this.state.accepted(ack);
-      this.updateComposer();
-      await this.history();
-      if (focusComposer) this.el.input.focus();
-      return true;
-    } catch (error) {
-      this.list.anchor = null;
-      if (error.code === "revision_conflict") {
-        this.announce("The chat changed elsewhere; showing the latest.", true);
-        await this.history();
-      } else {
-        this.announce(error.message || "That did not work.", true);
-      }
-      return false;
-    }
-  }
-
-  async saveEdit(messageId) {
-    const text = this.editing ? this.editing.text : "";
-    if (!text.trim()) return;
-    if (text.length > MAX_MESSAGE_CHARS) {
-      const over = text.length - MAX_MESSAGE_CHARS;
-      this.announce(`The edited message is ${over.toLocaleString()} characters over the ${MAX_MESSAGE_CHARS.toLocaleString()}-character limit; shorten it to save.`, true);
-      return;
-    }
-    const ok = await this.operate({ type: "edit", message_id: messageId, text });
-    if (ok) {
-      this.editing = null;
-      this.render({ stick: true });
-      this.el.input.focus();
-    }
-  }
-
-  async feedback(message, value) {
-    const next = this.state.nextFeedback(message, value);
-    try {
-      const ack = await this.socket.request({ type: "feedback", message_id: message.id, value: next });
-      this.state.setFeedback(message.id, ack.feedback ?? next);
-      this.render({ keepScroll: true });
-      this.announce(next ? `Marked as ${next === "up" ? "helpful" : "not helpful"}.` : "Feedback removed.");
-    } catch (error) {
-      this.announce(error.message || "Feedback was not saved.", true);
-    }
-  }
-
-  async newChat() {
-    const ok = await confirmAction({
-      title: "Start a new chat?",
-      text: "This chat is kept under Chats, read-only, with its ratings. The agent starts with a new mind: its Context and working notes for this generation are cleared. Memory stays.",
-      ok: "Start a new chat",
-    });
-    if (!ok) return;
-    try {
-      await api("POST", `${this.apiBase}/chat/archive`);
-      this.state.clear();
-      this.editing = null;
-      if (this.archived) this.chats.showCurrent();
-      this.render();
-      this.updateComposer();
-      await this.history();
-      this.context.refresh();
-      await this.chats.load();
-      this.announce("New chat started. The previous one is under Chats; Memory was kept.");
-      this.el.input.focus();
-    } catch (error) {
-      this.announce(error.message || "Could not start a new chat.", true);
-    }
+    if (composer) this.composer.update();
   }
 
   // --- archived chats (read-only) ---
@@ -357,97 +203,22 @@ export class ChatPage {
     this.archived = transcript;
     this.editing = null;
     this.render({ top: true });
-    this.updateComposer();
+    this.composer.update();
   }
 
   showCurrent() {
     if (!this.archived) return;
     this.archived = null;
     this.render({ stick: true });
-    this.updateComposer();
-  }
-
-  // --- composer ---
-
-  canSend() {
-    return this.socket.open && !this.liveRunId && this.generation > 0 && this.el.input.value.length <= MAX_MESSAGE_CHARS;
-  }
-
-  sendBlockedReason() {
-    return this.state.sendBlockedReason({
-      open: this.socket.open,
-      transferred: this.connState === "transferred",
-      length: this.el.input.value.length,
-    });
-  }
-
-  updateCount() {
-    const length = this.el.input.value.length;
-    const count = this.el.count;
-    count.hidden = length < COUNTER_FROM;
-    count.textContent = `${length.toLocaleString()} / ${MAX_MESSAGE_CHARS.toLocaleString()}`;
-    count.dataset.over = String(length > MAX_MESSAGE_CHARS);
-  }
-
-  updateComposer() {
-    this.el.composer.hidden = Boolean(this.archived);
-    const reason = this.sendBlockedReason();
-    this.el.send.disabled = Boolean(reason);
-    this.el.reason.textContent = reason;
-    this.updateCount();
-    const live = Boolean(this.liveRunId);
-    this.el.stop.hidden = !live;
-    this.el.stop.disabled = this.state.stopping || !this.socket.open;
-    this.el.stop.textContent = this.state.stopping ? "Stopping…" : "Stop";
-    this.el.send.hidden = live;
-    if (!live && !this.archived && document.activeElement === document.body) this.el.input.focus();
-  }
-
-  autosize() {
-    const input = this.el.input;
-    input.style.height = "auto";
-    input.style.height = `${Math.min(input.scrollHeight, 240)}px`;
-  }
-
-  // A paste that makes the message too long is kept whole and said so; it is never cut silently.
-  onPaste(event) {
-    const pasted = event.clipboardData?.getData("text") ?? "";
-    const input = this.el.input;
-    const after = input.value.length - (input.selectionEnd - input.selectionStart) + pasted.length;
-    if (after > MAX_MESSAGE_CHARS) {
-      this.announce(
-        `The pasted text makes the message ${after.toLocaleString()} characters long; a message may hold at most ${MAX_MESSAGE_CHARS.toLocaleString()}. Shorten it before sending.`,
-        true,
-      );
-    }
-  }
-
-  bindComposer() {
-    this.el.composer.addEventListener("submit", (event) => {
-      event.preventDefault();
-      this.send();
-    });
-    this.el.input.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-        event.preventDefault();
-        if (this.canSend()) this.send();
-        else this.announce(this.sendBlockedReason());
-      }
-    });
-    this.el.input.addEventListener("input", () => {
-      this.autosize();
-      this.updateComposer();
-    });
-    this.el.input.addEventListener("paste", (event) => this.onPaste(event));
-    this.el.stop.addEventListener("click", () => this.stop());
+    this.composer.update();
   }
 
   bindChrome() {
-    this.el.earlier.addEventListener("click", () => this.loadEarlier());
+    this.el.earlier.addEventListener("click", () => this.ops.loadEarlier());
     this.el.scroller.addEventListener("scroll", () => {
-      if (this.el.scroller.scrollTop < 60 && !this.archived) this.loadEarlier();
+      if (this.el.scroller.scrollTop < 60 && !this.archived) this.ops.loadEarlier();
     });
-    this.el.newChat.addEventListener("click", () => this.newChat());
+    this.el.newChat.addEventListener("click", () => this.ops.newChat());
     this.drawers.add("chats", {
       panel: document.getElementById("chats"),
       toggle: document.getElementById("chats-toggle"),
@@ -520,14 +291,10 @@ export class ChatPage {
       editText: (text) => {
         if (this.editing) this.editing.text = text;
       },
-      saveEdit: (messageId) => this.saveEdit(messageId),
-      feedback: (message, value) => this.feedback(message, value),
-      retry: (message) => this.operate({ type: "retry", message_id: message.id }, { focusComposer: true }),
-      switchTo: (target, key) => {
-        // Keep the switched message in view, and focus on the same arrow of its new version.
-        this.list.anchor = { id: target, focusKey: `${key}:${target}` };
-        this.operate({ type: "switch", message_id: target });
-      },
+      saveEdit: (messageId) => this.ops.saveEdit(messageId),
+      feedback: (message, value) => this.ops.feedback(message, value),
+      retry: (message) => this.ops.retry(message),
+      switchTo: (target, key) => this.ops.switchTo(target, key),
     };
   }
 }
