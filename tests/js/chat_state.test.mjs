@@ -64,6 +64,19 @@ describe("stream", () => {
     assert.equal(state.runs.get("run1").buffer.size, 0);
   });
 
+  test("filling one gap applies what follows it and keeps what lies past the next gap", () => {
+    const state = streaming();
+    state.receive(delta(3, "b"), CLOSED);
+    state.receive(delta(5, "d"), CLOSED);
+    state.receive(delta(2, "a"), CLOSED);
+    const run = state.runs.get("run1");
+    assert.equal(run.text, "ab");
+    assert.equal(run.seq, 3);
+    assert.deepEqual([...run.buffer.keys()], [5]);
+    state.receive(delta(4, "c"), CLOSED);
+    assert.equal(run.text, "abcd");
+  });
+
   test("a gap on a closed socket is buffered without a resume", () => {
     const state = streaming();
     assert.deepEqual(state.receive(delta(4, "!"), CLOSED), []);
@@ -136,6 +149,14 @@ describe("resume", () => {
     assert.deepEqual(resumes(state.receive({ ...connect, request_id: "r5" }, OPEN)), []);
     // a new socket's connect thread does
     assert.deepEqual(resumes(state.receive(connect, REOPENED)), [{ type: "resume", runId: "run1", afterSeq: 4 }]);
+  });
+
+  test("a second connect thread on the same socket does not resume the run again", () => {
+    const state = new ChatState({ generation: 1 });
+    const connect = thread({ active_runs: [{ run_id: "run1" }] });
+    state.receive(connect, OPEN);
+    state.receive({ type: "run.snapshot", run_id: "run1", state: "running", seq: 2, text: "ab", steps: [] }, OPEN);
+    assert.deepEqual(resumes(state.receive(connect, OPEN)), []);
   });
 
   test("no resume is asked on a socket that is not open", () => {
