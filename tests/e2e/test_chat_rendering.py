@@ -74,3 +74,34 @@ def test_streaming_a_new_answer_leaves_earlier_messages_untouched(
         page.locator("li.msg-assistant[data-id]").nth(1).get_by_role("button", name="Retry")
     ).to_be_visible()
     console.assert_clean()
+
+
+# The page's own render module (the same instance: one module per URL), for its count of parsed texts.
+PARSED = "async () => (await import('/static/chat/js/render.js')).renderStats.parsed"
+
+
+def test_switching_back_to_a_version_draws_its_messages_from_the_markdown_cache(
+    live_server_url: str, e2e_owner: Any, e2e_workflow: Any, new_page: Any, console: Console
+) -> None:
+    page = open_chat(new_page, live_server_url, e2e_owner)
+    send(page, "My favourite colour is **blue**.")
+    wait_answers(page, 1)
+    first = page.locator("li.msg-user").first
+    first.get_by_role("button", name="Edit this message").click()
+    page.get_by_label("Edit your message").fill("My favourite colour is **green**.")
+    page.get_by_role("button", name="Save").click()
+    expect(first.locator(".versions-label")).to_have_text("2/2")
+    wait_answers(page, 1)
+    before = page.evaluate(PARSED)
+    assert before > 0
+
+    first.get_by_role("button", name="Previous version").click()
+
+    expect(first.locator(".versions-label")).to_have_text("1/2")
+    expect(first.locator(".msg-text strong")).to_have_text("blue")
+    expect(page.locator("li.msg-assistant[data-id]").first).to_contain_text(
+        "You said “My favourite colour is"
+    )
+    # the question and the answer of the first version were drawn again, their Markdown not parsed again
+    assert page.evaluate(PARSED) == before
+    console.assert_clean()

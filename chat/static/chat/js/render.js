@@ -122,11 +122,19 @@ function addCopyButtons(fragment) {
 const CACHE_ENTRIES = 500;
 const rendered = new Map();
 
+// How many texts were parsed (the cache's misses and the drafts); the browser tests read it.
+export const renderStats = { parsed: 0 };
+
+function parse(text) {
+  renderStats.parsed += 1;
+  return sanitized(markdown.parse(text));
+}
+
 function parsed(text, cache) {
-  if (!cache) return sanitized(markdown.parse(text));
+  if (!cache) return parse(text);
   let fragment = rendered.get(text);
   if (fragment) rendered.delete(text);
-  else fragment = sanitized(markdown.parse(text));
+  else fragment = parse(text);
   rendered.set(text, fragment);
   if (rendered.size > CACHE_ENTRIES) rendered.delete(rendered.keys().next().value);
   return fragment.cloneNode(true);
