@@ -72,14 +72,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
-def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
-    count = config.stash.get(_DATABASE_FREE, 0)
-    if not count:
-        return None
+def _database_free_line(count: int) -> str:
     return f"{count} database-free test(s) deselected: they run in the pass that runs every test"
 
 
+def pytest_report_collectionfinish(config: pytest.Config) -> str | None:
+    count = config.stash.get(_DATABASE_FREE, 0)
+    return _database_free_line(count) if count else None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist's controller: each worker collected (and deselected) the same tests; keep its count
+    for the summary, since a worker's collection report is not shown."""
+    count = getattr(node, "workeroutput", {}).get("database_free", 0)
+    if count:
+        node.config.stash[_DATABASE_FREE] = count
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    count = config.stash.get(_DATABASE_FREE, 0)
+    if count and config.pluginmanager.has_plugin("dsession"):
+        terminalreporter.write_line(_database_free_line(count))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: its controller reports
+        workeroutput["database_free"] = session.config.stash.get(_DATABASE_FREE, 0)
     if not CI:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -34,11 +34,19 @@ def _indexed(stems: set[str]) -> set[str]:
         return {row[0] for row in cursor.fetchall()}
 
 
+def _prune_leftovers() -> None:
+    """The stems and words tables are not Django models, so a transactional test's flush leaves rows of
+    items it wrote; what an earlier test left is pruned first, so the counts here are this test's own."""
+    services.memory_stems_prune(batch=1_000_000)
+    services.memory_words_prune(batch=1_000_000)
+
+
 def _remember(scope: MemoryScope, content: str) -> dict:
     return services.memory_remember(scope=scope, content=content, actor=ACTOR).memory
 
 
 def test_writes_add_their_stems_and_the_prune_drops_those_no_item_holds(scope):
+    _prune_leftovers()
     kept = _remember(scope, "Quokkas nap in the shade")
     first = _stems_of("Zanzibar spices arrive")
     item = _remember(scope, "Zanzibar spices arrive")
@@ -184,6 +192,7 @@ def _words_indexed(words: set[str]) -> set[str]:
 
 
 def test_writes_add_their_words_and_the_prune_drops_those_no_item_holds(scope):
+    _prune_leftovers()
     kept = _remember(scope, "Quokkas nap in the shade")
     item = _remember(scope, "Zanzibar's spices arrive")
     assert _words_indexed({"zanzibar", "s", "spices", "arrive"}) == {"zanzibar", "s", "spices", "arrive"}
