@@ -1,5 +1,6 @@
 """The chat page through a server restart (the production server, SIGTERM): it says the server is restarting,
-reconnects by itself once a server answers on the address again, and sends."""
+and keeps saying so through its attempts while nothing answers, reconnects by itself once a server answers
+on the address again, and sends."""
 
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ def test_the_page_says_the_server_is_restarting_and_reconnects_to_the_restarted_
         expect(page.locator("#conn")).to_have_text("Server restarting…")
         expect(page.get_by_text("The server is restarting; reconnecting…")).to_be_visible()
         server.wait(timeout=30)
+        # While nothing answers, the page keeps saying why and keeps trying.
+        expect(
+            page.get_by_text(re.compile(r"The server is restarting; reconnecting… \(attempt \d+\)"))
+        ).to_be_visible(timeout=10_000)
+        expect(page.locator("#conn")).to_have_text("Server restarting…")
 
     with asgi_server_process(port=port):
         expect(page.locator("#conn")).to_have_text("Connected", timeout=20_000)

@@ -104,7 +104,7 @@ export class ChatPage {
     } else if (state === "restarting") {
       banner.hidden = false;
       banner.dataset.kind = "warn";
-      banner.textContent = "The server is restarting; reconnecting…";
+      banner.textContent = attempt > 1 ? `The server is restarting; reconnecting… (attempt ${attempt})` : "The server is restarting; reconnecting…";
     } else if (state === "unauthenticated") {
       banner.hidden = false;
       banner.dataset.kind = "error";

@@ -14,6 +14,8 @@ export class ChatSocket {
     this.attempt = 0;
     this.ws = null;
     this.closedForGood = false;
+    // Set by a 4012 close: the attempts that follow are still "the server is restarting" until one opens.
+    this.restarting = false;
   }
 
   get open() {
@@ -21,11 +23,13 @@ export class ChatSocket {
   }
 
   connect() {
-    this.onState(this.attempt === 0 ? "connecting" : "reconnecting", this.attempt);
+    if (this.restarting) this.onState("restarting", this.attempt);
+    else this.onState(this.attempt === 0 ? "connecting" : "reconnecting", this.attempt);
     const ws = new WebSocket(this.url);
     this.ws = ws;
     ws.addEventListener("open", () => {
       this.attempt = 0;
+      this.restarting = false;
       this.onState("open", 0);
     });
     ws.addEventListener("message", (event) => {
@@ -69,12 +73,13 @@ export class ChatSocket {
       if (event.code === CLOSE_SERVER_RESTARTING) {
         // The server is shutting down: reconnect soon (to another server, or to it restarted).
         this.attempt = 0;
+        this.restarting = true;
         this.onState("restarting", 0);
         setTimeout(() => this.connect(), RESTART_RECONNECT_MS);
         return;
       }
       this.attempt += 1;
-      this.onState("reconnecting", this.attempt);
+      this.onState(this.restarting ? "restarting" : "reconnecting", this.attempt);
       const delay = Math.min(RECONNECT_MAX_MS, 300 * 2 ** Math.min(this.attempt - 1, 5));
       setTimeout(() => this.connect(), delay);
     });
