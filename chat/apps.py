@@ -12,7 +12,7 @@ class ChatConfig(AppConfig):
         from chat.executor.live import live_runs_drain
         from chat.inventory import chat_inventory
         from chat.services import chat_owner_change_hook, chat_reset_hook, run_dispatcher_register
-        from chat.store import chat_store_for_default_database, chat_store_install
+        from chat.stores import chat_store_for_default_database, chat_store_install
         from chat.watchdog import workers_health
         from graphs.hooks import (
             register_inventory,

@@ -7,7 +7,8 @@ head rows in agent order, then notes, so two writers to one chat serialize inste
 Events go out after commit; admitted runs start after commit through the run dispatcher the executor
 registers (`run_dispatcher_register`), so these services never import the executor.
 
-The send's admission and a run's draft save go through the chat store (`chat.store`).
+The send's admission, a run's locks, notes, draft and state go through the chat store (`chat.stores`),
+one implementation per database; the services word its refusals and publish its writes.
 
 Modules: `_common` (shared helpers, admission, dispatch, run and thread events), `send` (send, stop),
 `branches` (feedback, branch moves), `archive` (new chat, rename, purge), `runs` (a turn's notes and the

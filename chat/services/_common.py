@@ -20,9 +20,10 @@ from django.utils import timezone
 from chat import errors
 from chat.models import LIVE_STATES, ChatMessage, ChatRun, ChatThread
 from chat.selectors import live_generation
+from chat.stores import Refused, Replay
 from graphs.models import Workflow
 from opencompany.core import gate, lifecycle
-from opencompany.core.errors import ApplicationError, invalid
+from opencompany.core.errors import NOT_FOUND, ApplicationError, invalid, not_found
 from opencompany.core.events import chat_group, publish_now, publish_on_commit
 from opencompany.core.ids import mint_id
 
@@ -62,10 +63,25 @@ def _thread_for_update(workflow: Workflow) -> ChatThread:
     return thread
 
 
+# What each refusal a chat write shares says to the owner (the codes and their facts come with it).
+_REFUSAL_MESSAGES = {
+    errors.NOT_RUNNING: "This workflow is not deployed; deploy it to chat with its agent.",
+    errors.REVISION_CONFLICT: "The chat changed since you loaded it; reload and try again.",
+    errors.RUN_IN_PROGRESS: "The agent is still answering; wait or stop it first.",
+}
+
+
+def _refused(refusal: Refused) -> ApplicationError:
+    """The error a refusal raises, worded here whichever check (a store's or a service's) made it."""
+    if refusal.code == NOT_FOUND:
+        return not_found("workflow")
+    return _err(refusal.code, _REFUSAL_MESSAGES[refusal.code], refusal.extra or None)
+
+
 def _require_live(workflow: Workflow) -> int:
     generation = live_generation(workflow=workflow)
     if generation == 0:
-        raise _err(errors.NOT_RUNNING, "This workflow is not deployed; deploy it to chat with its agent.")
+        raise _refused(Refused(errors.NOT_RUNNING))
     return generation
 
 
@@ -101,10 +117,18 @@ def _check_client_id(client_message_id: str | None) -> str:
 
 
 def _replay_of(existing: ChatMessage, *, text: str, kind: str, edit_of: str | None = None) -> Admission:
+    """`_replayed` for a message found under the thread's lock."""
+    replay = Replay(
+        message=existing, run=ChatRun.objects.get(run_id=existing.run_id), revision=existing.thread.revision
+    )
+    return _replayed(replay, text=text, kind=kind, edit_of=edit_of)
+
+
+def _replayed(replay: Replay, *, text: str, kind: str, edit_of: str | None = None) -> Admission:
     """The first admission of a `client_message_id`, when this request is the same one again: same text,
     same operation (a send or an edit), the same message edited. Anything else under that id is
     refused (`idempotency_key_reused`), never dropped in silence."""
-    run = ChatRun.objects.get(run_id=existing.run_id)
+    existing, run = replay.message, replay.run
     same = (
         existing.text == text
         and run.kind == kind
@@ -116,18 +140,14 @@ def _replay_of(existing: ChatMessage, *, text: str, kind: str, edit_of: str | No
             "This client_message_id was already used for a different message.",
             {"message_id": existing.uid},
         )
-    return Admission(message=existing, run=run, created=False, revision=existing.thread.revision)
+    return Admission(message=existing, run=run, created=False, revision=replay.revision)
 
 
 def _check_revision(thread: ChatThread, expected_revision: int | None) -> None:
     if _check_expected_revision(expected_revision) is None:
         return
     if thread.revision != expected_revision:
-        raise _err(
-            errors.REVISION_CONFLICT,
-            "The chat changed since you loaded it; reload and try again.",
-            {"current_revision": thread.revision},
-        )
+        raise _refused(Refused(errors.REVISION_CONFLICT, {"current_revision": thread.revision}))
 
 
 def _check_lane(thread: ChatThread) -> None:
@@ -135,9 +155,7 @@ def _check_lane(thread: ChatThread) -> None:
         ChatRun.objects.filter(thread=thread, state__in=LIVE_STATES).values_list("run_id", flat=True).first()
     )
     if live:
-        raise _err(
-            errors.RUN_IN_PROGRESS, "The agent is still answering; wait or stop it first.", {"run_id": live}
-        )
+        raise _refused(Refused(errors.RUN_IN_PROGRESS, {"run_id": live}))
 
 
 def _append_message(
@@ -182,14 +200,6 @@ def _move_leaf(thread: ChatThread, leaf_uid: str) -> None:
     )
     thread.active_leaf_uid = leaf_uid
     thread.revision += 1
-
-
-def _leaf_parent(thread: ChatThread, generation: int) -> str:
-    """Where a new owner message hangs: the active leaf when it belongs to this generation."""
-    leaf = thread.active_leaf_uid
-    if leaf and ChatMessage.objects.filter(thread=thread, uid=leaf, generation=generation).exists():
-        return leaf
-    return ""
 
 
 def new_claimant() -> str:
@@ -249,9 +259,7 @@ def _new_run(
             .values_list("run_id", flat=True)
             .first()
         )
-        raise _err(
-            errors.RUN_IN_PROGRESS, "The agent is still answering; wait or stop it first.", {"run_id": live}
-        ) from exc
+        raise _refused(Refused(errors.RUN_IN_PROGRESS, {"run_id": live})) from exc
 
 
 def run_started_event(run: ChatRun) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from chat.services._common import (
     _publish_run_event,
     _publish_stop,
 )
-from chat.store import chat_store
+from chat.stores import chat_store
 from conversations import services as conversations
 from conversations.models import AgentConversation
 from conversations.notes import render_notes_block

@@ -15,24 +15,19 @@ from chat.services._common import (
     Admission,
     _admission_claim,
     _after_admission,
-    _append_message,
     _check_client_id,
     _check_expected_revision,
-    _check_lane,
-    _check_revision,
     _check_text,
     _err,
-    _leaf_parent,
-    _new_run,
     _publish_run_event,
     _publish_thread_changed,
-    _replay_of,
-    _require_live,
-    _thread_for_update,
+    _refused,
+    _replayed,
     run_control_group,
 )
-from chat.store import chat_store
+from chat.stores import Refused, Replay, chat_store
 from graphs.models import Workflow
+from opencompany.core import gate
 from opencompany.core.errors import ApplicationError, not_found
 from opencompany.core.events import publish_now
 from opencompany.core.ids import mint_id
@@ -55,11 +50,9 @@ def chat_send(
     same `client_message_id` and text returns the first message and run (`created=False`) and starts
     nothing; that id with another text, or first used by an edit, is `idempotency_key_reused`.
 
-    The common case (a live deployment, a free lane, no matching `client_message_id`, the expected
-    revision) goes through the chat store's admission, one statement on PostgreSQL with the ownership
-    check inside it; a chat's first message opens the chat first, then is admitted the same way.
-    Anything else writes nothing there and is admitted under the thread lock, which answers with the
-    precise code.
+    The chat store admits it whole (on PostgreSQL one statement in the common case, the ownership
+    check inside it; a chat's first message opens the chat first) and answers what it did; this
+    service words the refusals and publishes the admission.
     """
     try:
         text = _check_text(text)
@@ -68,64 +61,35 @@ def chat_send(
     except ApplicationError:
         owned_workflow(owner_id=owner_id, workflow_id=workflow_id)
         raise
+    gate.identifier(workflow_id, field="workflow_id")
     run_id = mint_id("run")
     uid = mint_id("m")
-    store = chat_store()
-    request: dict[str, Any] = {
-        "workflow_id": workflow_id,
-        "owner_id": owner_id,
-        "expected_revision": expected_revision,
-        "run": {
+    answer = chat_store().send_admit(
+        workflow_id=workflow_id,
+        owner_id=owner_id,
+        expected_revision=expected_revision,
+        run={
             "run_id": run_id,
             "kind": ChatRun.Kind.MESSAGE,
             "user_message_uid": uid,
             "reply_message_uid": f"a_{run_id}",
             **_admission_claim(),
         },
-        "message": {
+        message={
             "uid": uid,
             "role": ChatMessage.Role.USER,
             "text": text,
             "run_id": run_id,
             "client_message_id": client_id,
         },
-    }
-    admitted = store.send_admit(**request)
-    if admitted is None and store.thread_open(workflow_id=workflow_id, owner_id=owner_id):
-        admitted = store.send_admit(**request)  # the chat's first message
-    if admitted is not None:
-        _after_admission(workflow_id=workflow_id, revision=admitted.revision, run=admitted.run, role="user")
-        return Admission(message=admitted.message, run=admitted.run, created=True, revision=admitted.revision)
-    workflow = owned_workflow(owner_id=owner_id, workflow_id=workflow_id)
-    return _send_locked(workflow, text, client_id, expected_revision)
-
-
-@transaction.atomic
-def _send_locked(workflow: Workflow, text: str, client_id: str, expected_revision: int | None) -> Admission:
-    """`chat_send` under the thread lock, statement by statement (every case, every database)."""
-    generation = _require_live(workflow)
-    thread = _thread_for_update(workflow)
-    if client_id:
-        existing = ChatMessage.objects.filter(thread=thread, client_message_id=client_id).first()
-        if existing is not None:
-            return _replay_of(existing, text=text, kind=ChatRun.Kind.MESSAGE)
-    _check_revision(thread, expected_revision)
-    _check_lane(thread)
-    parent = _leaf_parent(thread, generation)
-    uid = mint_id("m")
-    run = _new_run(thread, generation=generation, kind=ChatRun.Kind.MESSAGE, user_message_uid=uid)
-    message = _append_message(
-        thread,
-        role=ChatMessage.Role.USER,
-        text=text,
-        generation=generation,
-        parent_uid=parent,
-        run_id=run.run_id,
-        client_message_id=client_id,
-        uid=uid,
     )
-    _after_admission(workflow_id=thread.home_workflow_id, revision=thread.revision, run=run, role="user")
-    return Admission(message=message, run=run, created=True, revision=thread.revision)
+    match answer:
+        case Refused():
+            raise _refused(answer)
+        case Replay():
+            return _replayed(answer, text=text, kind=ChatRun.Kind.MESSAGE)
+    _after_admission(workflow_id=workflow_id, revision=answer.revision, run=answer.run, role="user")
+    return Admission(message=answer.message, run=answer.run, created=True, revision=answer.revision)
 
 
 @transaction.atomic

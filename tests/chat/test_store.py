@@ -1,22 +1,29 @@
-"""The chat store: both implementations admit and save drafts with the same rows and the same answers."""
+"""The chat store: both implementations admit, refuse, replay and save drafts with the same rows and the
+same answers (the portable one on every database, the PostgreSQL one in the PostgreSQL pass)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import DataError, models, transaction
+from django.db import DataError, connection, models, transaction
 from django.utils import timezone
 
 from chat import services
 from chat.models import ChatMessage, ChatNote, ChatRun, ChatThread
-from chat.services import send as send_service
-from chat.store import (
+from chat.stores import (
+    WATCHDOG_LOCK_KEY,
+    Admitted,
     ChatStore,
     PortableChatStore,
     PostgresChatStore,
+    Refused,
+    Replay,
     chat_store,
     chat_store_install,
 )
@@ -162,131 +169,256 @@ def test_an_admission_writes_the_claim_columns_it_is_given(store: ChatStore, wor
     assert ChatMessage.objects.get(uid=uid).client_message_id == ""
 
 
-def _no_thread(workflow: Any, other_owner: Any) -> dict[str, Any]:
-    ChatThread.objects.filter(workflow=workflow).delete()
-    return {}
+@pytest.fixture(params=["alone", "in a transaction"])
+def within(request: pytest.FixtureRequest) -> Callable[[], AbstractContextManager[Any]]:
+    """Where an admission runs: on its own (as a send does), or inside a caller's transaction."""
+    return nullcontext if request.param == "alone" else transaction.atomic
 
 
-def _foreign_owner(workflow: Any, other_owner: Any) -> dict[str, Any]:
-    return {"owner_id": other_owner.pk}
+type Fault = Callable[[Any, Any], tuple[dict[str, Any], Refused | None]]
 
 
-def _not_live(workflow: Any, other_owner: Any) -> dict[str, Any]:
+def _foreign_owner(workflow: Any, other_owner: Any) -> tuple[dict[str, Any], Refused | None]:
+    return {"owner_id": other_owner.pk}, Refused("not_found")
+
+
+def _not_live(workflow: Any, other_owner: Any) -> tuple[dict[str, Any], Refused | None]:
     graph_services.workflow_reset(workflow=workflow, actor=workflow.owner)
-    return {}
+    return {}, Refused("not_running")
 
 
-def _lane_taken(workflow: Any, other_owner: Any) -> dict[str, Any]:
-    services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="still answering")
-    return {}
+def _lane_taken(workflow: Any, other_owner: Any) -> tuple[dict[str, Any], Refused | None]:
+    live = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="still answering")
+    return {}, Refused("run_in_progress", {"run_id": live.run.run_id})
 
 
-def _client_id_taken(workflow: Any, other_owner: Any) -> dict[str, Any]:
+def _client_id_taken(workflow: Any, other_owner: Any) -> tuple[dict[str, Any], Refused | None]:
     answered(workflow, "again", client_message_id="c-2")
-    return {}
+    return {}, None  # a replay
 
 
-def _stale_revision(workflow: Any, other_owner: Any) -> dict[str, Any]:
-    return {"expected_revision": ChatThread.objects.get(workflow=workflow).revision - 1}
+def _stale_revision(workflow: Any, other_owner: Any) -> tuple[dict[str, Any], Refused | None]:
+    revision = ChatThread.objects.get(workflow=workflow).revision
+    return {"expected_revision": revision - 1}, Refused("revision_conflict", {"current_revision": revision})
 
 
-@pytest.mark.parametrize(
-    "case", [_no_thread, _foreign_owner, _not_live, _lane_taken, _client_id_taken, _stale_revision]
-)
-def test_an_admission_outside_the_common_case_answers_none_and_writes_nothing(
-    store: ChatStore, workflow: Any, other_owner: Any, case: Any
+@pytest.mark.parametrize("case", [_foreign_owner, _not_live, _lane_taken, _stale_revision])
+def test_an_admission_outside_the_common_case_answers_why_and_writes_nothing(
+    store: ChatStore, workflow: Any, other_owner: Any, within: Any, case: Fault
 ) -> None:
     answered(workflow)
-    overrides = case(workflow, other_owner)
+    overrides, refusal = case(workflow, other_owner)
     before = chat_rows()
 
-    assert admit(store, workflow, **overrides) is None
+    with within():
+        answer = admit(store, workflow, **overrides)
 
+    assert answer == refusal
     assert chat_rows() == before
 
 
-def test_a_chat_is_opened_once_for_its_owner_with_every_column_defaulted(
-    store: ChatStore, workflow: Any
+def test_an_admission_of_a_client_id_the_thread_holds_answers_that_message_and_writes_nothing(
+    store: ChatStore, workflow: Any, within: Any
 ) -> None:
-    assert store.thread_open(workflow_id=workflow.pk, owner_id=workflow.owner_id) is True
-    assert store.thread_open(workflow_id=workflow.pk, owner_id=workflow.owner_id) is False
+    first = answered(workflow, "again", client_message_id="c-2")
+    before = chat_rows()
 
+    with within():
+        answer = admit(store, workflow)
+
+    assert isinstance(answer, Replay)
+    assert columns(answer.message) == columns(ChatMessage.objects.get(uid=first.message.uid))
+    assert columns(answer.run) == columns(ChatRun.objects.get(run_id=first.run.run_id))
+    assert answer.revision == ChatThread.objects.get(workflow=workflow).revision
+    assert chat_rows() == before
+
+
+@pytest.mark.parametrize(
+    ("faults", "first_fault"),
+    [
+        ((_foreign_owner, _not_live), "not_found"),
+        ((_not_live, _client_id_taken), "not_running"),
+        ((_client_id_taken, _stale_revision), "replay"),
+        ((_stale_revision, _lane_taken), "revision_conflict"),
+    ],
+)
+def test_an_admission_answers_the_first_fault_in_the_order_of_its_checks(
+    store: ChatStore, workflow: Any, other_owner: Any, faults: tuple[Fault, Fault], first_fault: str
+) -> None:
+    answered(workflow)
+    overrides: dict[str, Any] = {}
+    for fault in reversed(faults):  # the later fault first, so the earlier one's setup stays true
+        overrides.update(fault(workflow, other_owner)[0])
+    before = chat_rows()
+
+    answer = admit(store, workflow, **overrides)
+
+    assert (answer.code if isinstance(answer, Refused) else type(answer).__name__.lower()) == first_fault
+    assert chat_rows() == before
+
+
+def test_a_chats_first_message_opens_the_chat_with_every_column_defaulted_and_is_admitted(
+    store: ChatStore, workflow: Any, within: Any
+) -> None:
+    with within():
+        answer = admit(store, workflow)
+
+    assert isinstance(answer, Admitted)
     thread = ChatThread.objects.get(workflow=workflow)
     assert (thread.home_workflow_id, thread.title, thread.active_leaf_uid, thread.revision) == (
         workflow.pk,
         "",
-        "",
-        0,
+        answer.message.uid,
+        1,
     )
     assert thread.archived_at is None
+    assert (answer.revision, answer.message.parent_uid) == (1, "")
+    assert (answer.message.thread_id, answer.run.thread_id) == (thread.pk, thread.pk)
+    assert columns(answer.message) == columns(ChatMessage.objects.get(uid=answer.message.uid))
     assert ChatThread.objects.filter(home_workflow=workflow).count() == 1
 
 
 def test_a_chat_is_opened_again_after_new_chat_archived_the_current_one(
-    store: ChatStore, workflow: Any
+    store: ChatStore, workflow: Any, within: Any
 ) -> None:
     answered(workflow)
     services.chat_archive(workflow=workflow)
 
-    assert store.thread_open(workflow_id=workflow.pk, owner_id=workflow.owner_id) is True
+    with within():
+        answer = admit(store, workflow)
 
+    assert isinstance(answer, Admitted)
     assert ChatThread.objects.filter(home_workflow=workflow).count() == 2
-    assert ChatThread.objects.get(workflow=workflow).revision == 0
+    current = ChatThread.objects.get(workflow=workflow)
+    assert (current.revision, current.active_leaf_uid, answer.message.parent_uid) == (
+        1,
+        answer.message.uid,
+        "",
+    )
 
 
-@pytest.mark.parametrize("case", ["foreign owner", "not deployed", "reset", "unknown workflow"])
+@pytest.mark.parametrize(
+    ("case", "code"),
+    [
+        ("foreign owner", "not_found"),
+        ("not deployed", "not_running"),
+        ("reset", "not_running"),
+        ("unknown", "not_found"),
+    ],
+)
 def test_no_chat_is_opened_for_another_owner_or_a_workflow_that_is_not_live(
-    store: ChatStore, workflow: Any, other_owner: Any, case: str
+    store: ChatStore, workflow: Any, other_owner: Any, within: Any, case: str, code: str
 ) -> None:
-    workflow_id, owner_id = workflow.pk, workflow.owner_id
+    overrides: dict[str, Any] = {}
     if case == "foreign owner":
-        owner_id = other_owner.pk
+        overrides["owner_id"] = other_owner.pk
     elif case == "not deployed":
-        workflow_id = make_workflow(workflow.owner, deploy=False, name="Draft").pk
+        overrides["workflow_id"] = make_workflow(workflow.owner, deploy=False, name="Draft").pk
     elif case == "reset":
         graph_services.workflow_reset(workflow=workflow, actor=workflow.owner)
     else:
-        workflow_id = "wf_" + "x" * 60
+        overrides["workflow_id"] = "wf_" + "x" * 60
 
-    assert store.thread_open(workflow_id=workflow_id, owner_id=owner_id) is False
+    with within():
+        answer = admit(store, workflow, **overrides)
 
+    assert answer == Refused(code)
     assert not ChatThread.objects.exists()
-
-
-def test_a_chats_first_message_is_admitted_by_the_store_not_under_the_thread_lock(
-    store: ChatStore, workflow: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def locked(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the first message took the locked path")
-
-    monkeypatch.setattr(send_service, "_send_locked", locked)
-
-    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
-
-    thread = ChatThread.objects.get(workflow=workflow)
-    message = ChatMessage.objects.get(uid=admission.message.uid)
-    assert (admission.created, admission.revision, thread.revision) == (True, 1, 1)
-    assert (message.thread_id, message.parent_uid, thread.active_leaf_uid) == (thread.pk, "", message.uid)
-    assert ChatRun.objects.get(run_id=admission.run.run_id).thread_id == thread.pk
-
-
-@pytest.mark.postgres
-def test_on_postgresql_inside_a_callers_transaction_the_locked_path_opens_the_chat(workflow: Any) -> None:
-    with transaction.atomic():
-        assert PostgresChatStore().thread_open(workflow_id=workflow.pk, owner_id=workflow.owner_id) is False
-        assert not ChatThread.objects.exists()
-        admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
-
-    assert ChatThread.objects.get(workflow=workflow).active_leaf_uid == admission.message.uid
+    assert not ChatRun.objects.exists()
 
 
 @pytest.mark.postgres
 def test_on_postgresql_a_chats_first_message_takes_three_statements(
     workflow: Any, django_assert_num_queries: Any
 ) -> None:
-    # The admission finds no chat, the chat is opened, the admission is tried again.
+    # The admission finds no chat, the chat is opened, the admission runs again.
     with django_assert_num_queries(3):
         services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="hello")
+
+
+@pytest.mark.postgres
+def test_on_postgresql_inside_a_callers_transaction_the_chat_is_locked_then_the_send_admitted(
+    workflow: Any, django_assert_num_queries: Any
+) -> None:
+    answered(workflow)
+
+    with transaction.atomic(), django_assert_num_queries(2):
+        answer = admit(PostgresChatStore(), workflow)
+
+    assert isinstance(answer, Admitted)
+    assert ChatThread.objects.get(workflow=workflow).active_leaf_uid == answer.message.uid
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("writer", ["answers", "ends without a reply"])
+def test_on_postgresql_a_send_that_waited_for_the_writer_ending_the_run_is_admitted_after_it(
+    store: ChatStore, workflow: Any, within: Any, writer: str
+) -> None:
+    import psycopg
+
+    from tests import live
+
+    first = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="first")
+    thread = ChatThread.objects.get(workflow=workflow)
+    reply = f"a_{first.run.run_id}"
+    answers: list[Any] = []
+
+    def send() -> None:
+        try:
+            with within():
+                answers.append(admit(store, workflow))
+        finally:
+            connection.close()
+
+    with psycopg.connect(live.test_database_url()) as other:
+        # A run's end as `run_finish` writes it: the thread locked first, then the run ended, with
+        # or without its reply becoming the leaf.
+        other.execute("SELECT 1 FROM chat_chatthread WHERE id = %s FOR UPDATE", [thread.pk])
+        other.execute("UPDATE chat_chatrun SET state = 'finished' WHERE run_id = %s", [first.run.run_id])
+        if writer == "answers":
+            other.execute(_reply_sql(), {"uid": reply, "question": first.message.uid})
+            other.execute(
+                "UPDATE chat_chatthread SET revision = revision + 1, active_leaf_uid = %s WHERE id = %s",
+                [reply, thread.pk],
+            )
+        sender = threading.Thread(target=send)
+        sender.start()
+        waited = _wait_for_a_lock_wait()
+        other.commit()
+        sender.join(timeout=10)
+
+    assert waited is True
+    assert len(answers) == 1
+    assert isinstance(answers[0], Admitted)
+    assert ChatThread.objects.get(pk=thread.pk).active_leaf_uid == answers[0].message.uid
+    assert answers[0].message.parent_uid == (reply if writer == "answers" else first.message.uid)
+
+
+def _reply_sql() -> str:
+    """An answer to the message `%(question)s`, copied from it, with the uid `%(uid)s`."""
+    names = [f.column for f in ChatMessage._meta.concrete_fields if f.column != "id"]
+    values = {"uid": "%(uid)s", "parent_uid": "uid", "role": "'assistant'"}
+    select = ", ".join(values.get(name, name) for name in names)
+    return f"INSERT INTO chat_chatmessage ({', '.join(names)}) SELECT {select} FROM chat_chatmessage WHERE uid = %(question)s"  # noqa: S608
+
+
+def _wait_for_a_lock_wait() -> bool:
+    """Whether a session of the test database comes to wait for a lock within five seconds."""
+    import psycopg
+
+    from tests import live
+
+    deadline = time.monotonic() + 5
+    with psycopg.connect(live.test_database_url(), autocommit=True) as watcher:
+        while time.monotonic() < deadline:
+            row = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            if row and row[0]:
+                return True
+            time.sleep(0.02)
+    return False
 
 
 def test_a_message_hangs_at_the_root_when_the_leaf_is_of_an_older_generation(
@@ -507,7 +639,6 @@ def test_the_sweep_lock_is_free_between_sweeps_and_taken_again_after_one(store: 
 def test_on_postgresql_the_sweep_lock_answers_false_while_another_connection_holds_it() -> None:
     import psycopg
 
-    from chat.store import WATCHDOG_LOCK_KEY
     from tests import live
 
     with psycopg.connect(live.test_database_url(), autocommit=True) as other:

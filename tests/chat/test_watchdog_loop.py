@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from chat import services, watchdog
 from chat.models import ChatProcess, ChatRun
-from chat.store import WATCHDOG_LOCK_KEY
+from chat.stores import WATCHDOG_LOCK_KEY
 from tests import live
 
 pytestmark = pytest.mark.django_db(transaction=True)
