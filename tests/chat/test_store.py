@@ -396,7 +396,7 @@ def test_on_postgresql_a_send_that_waited_for_the_writer_ending_the_run_is_admit
 
 def _reply_sql() -> str:
     """An answer to the message `%(question)s`, copied from it, with the uid `%(uid)s`."""
-    names = [f.column for f in ChatMessage._meta.concrete_fields if f.column != "id"]
+    names = [str(f.column) for f in ChatMessage._meta.concrete_fields if f.column != "id"]
     values = {"uid": "%(uid)s", "parent_uid": "uid", "role": "'assistant'"}
     select = ", ".join(values.get(name, name) for name in names)
     return f"INSERT INTO chat_chatmessage ({', '.join(names)}) SELECT {select} FROM chat_chatmessage WHERE uid = %(question)s"  # noqa: S608
