@@ -13,7 +13,7 @@ class ConversationsConfig(AppConfig):
             conversations_erase,
             conversations_owner_change_hook,
         )
-        from conversations.store import conversation_store_use, store_for_database
+        from conversations.stores import conversation_store_use, store_for_database
         from conversations.tools import register_notes_tool
         from graphs.hooks import (
             register_context_archiver,

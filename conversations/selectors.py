@@ -13,7 +13,7 @@ from django.db.models.functions import Cast
 
 from conversations import errors
 from conversations.models import AgentConversation, ConversationMessage, ProviderCall
-from conversations.store import PRESSURE_COLUMNS, conversation_store
+from conversations.stores import PRESSURE_COLUMNS, conversation_store
 from conversations.types import ConversationCursor, ConversationKey, NotesState
 from opencompany.core.errors import ApplicationError
 from opencompany.llm.fidelity import lowest, turn_fidelity

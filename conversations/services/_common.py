@@ -5,10 +5,8 @@ transaction.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -18,7 +16,7 @@ from django.utils import timezone
 from conversations import errors
 from conversations.models import AgentConversation, ConversationMessage
 from conversations.selectors import PRESSURE_FIELDS, conversation_for_update
-from conversations.store import INSERT_BATCH
+from conversations.stores import INSERT_BATCH, Batch
 from conversations.types import ConversationKey, ConversationWrite
 from graphs.models import Workflow
 from opencompany.core.errors import ApplicationError, invalid, not_found
@@ -36,15 +34,7 @@ def _error(code: str, message: str, extra: dict[str, Any] | None = None) -> Appl
 # --- preparing messages (no database) ---------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
-    wires: list[dict[str, Any]]
-    texts: list[str]
-    encoded: list[bytes]  # the UTF-8 of each text: sizes and digests
-    sizes: list[int]
-
-
-def _prepare(messages: Sequence[Any]) -> _Prepared:
+def _prepare(messages: Sequence[Any]) -> Batch:
     """Validate and normalize each message; compute its canonical text and size once."""
     if not isinstance(messages, list | tuple):
         raise _error(errors.INVALID_MESSAGE, "messages must be a list of MessageWire objects.")
@@ -66,16 +56,7 @@ def _prepare(messages: Sequence[Any]) -> _Prepared:
         wires.append(normalized)
         texts.append(text)
         encoded.append(text.encode("utf-8"))
-    return _Prepared(wires=wires, texts=texts, encoded=encoded, sizes=[len(data) for data in encoded])
-
-
-def _chain(encoded: Sequence[bytes], prev: str) -> list[str]:
-    """The chained digests (same as `wire.digest_chain`, reusing the canonical UTF-8 already built)."""
-    out: list[str] = []
-    for data in encoded:
-        prev = hashlib.sha256(prev.encode() + data).hexdigest()
-        out.append(prev)
-    return out
+    return Batch(wires=wires, texts=texts, encoded=encoded, sizes=[len(data) for data in encoded])
 
 
 # --- context pressure ---------------------------------------------------------------------------------
@@ -173,9 +154,7 @@ def _state(head: AgentConversation | None, *, applied: bool = False) -> Conversa
     )
 
 
-def _insert(
-    head: AgentConversation, start: int, prepared: _Prepared, digests: list[str], offset: int
-) -> None:
+def _insert(head: AgentConversation, start: int, prepared: Batch, digests: list[str], offset: int) -> None:
     """Insert `prepared[offset:]` as rows `start, start+1, …` (digests aligned with `prepared`)."""
     rows = [
         ConversationMessage(
@@ -204,7 +183,7 @@ def _write_from(
     head: AgentConversation,
     *,
     start: int,
-    prepared: _Prepared,
+    prepared: Batch,
     digests: list[str],
     notes: list[dict[str, Any]] | None = None,
 ) -> ConversationWrite:

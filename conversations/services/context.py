@@ -23,14 +23,13 @@ from conversations import errors
 from conversations.models import AgentConversation, CompactionAttempt, ConversationMessage, ProviderCall
 from conversations.notes import render_notes_block
 from conversations.services._common import (
-    _chain,
     _error,
     _lock_head,
     _prepare,
     _workflow_owner_id,
     _write_from,
 )
-from conversations.store import conversation_store
+from conversations.stores import chain_digests, conversation_store
 from conversations.types import ConversationKey
 from opencompany.core.errors import ApplicationError, invalid, not_found
 
@@ -260,7 +259,7 @@ def _activate(
         )
     stored = ConversationMessage.objects.filter(conversation=head, seq__gte=boundary).order_by("seq")
     prepared = _prepare(list(stored.values_list("wire", flat=True)))
-    tail_digest = _chain(prepared.encoded, "")
+    tail_digest = chain_digests(prepared.encoded, "")
     notes = _with_findings(list(head.notes or []), findings)
     write = _write_from(head, start=0, prepared=prepared, digests=tail_digest, notes=notes)
     _attempt(key, head.owner_id, run_id, CompactionAttempt.Outcome.APPLIED, "", sizes)

@@ -1,5 +1,4 @@
-"""The conversation itself: append (the store's compare-and-set when the caller knows the head
-digest), save (longest shared prefix, then append or rewrite from the first difference) and rewind to a
+"""The conversation itself: append (the store's, whole on each database), save (longest shared prefix, then append or rewrite from the first difference) and rewind to a
 cursor.
 """
 
@@ -15,23 +14,20 @@ from django.utils import timezone
 from conversations import errors
 from conversations.models import AgentConversation, ConversationMessage
 from conversations.services._common import (
-    _chain,
     _clean_notes,
     _error,
-    _insert,
     _lock_head,
     _lock_or_create_head,
     _prepare,
-    _Prepared,
     _publish,
     _state,
     _write_from,
     clean_pressure,
     pressure_of,
 )
-from conversations.store import conversation_store
+from conversations.stores import Batch, Head, Refused, Unchanged, chain_digests, conversation_store
 from conversations.types import ConversationCursor, ConversationKey, ConversationWrite, TokenUsage
-from opencompany.core.errors import ApplicationError, invalid
+from opencompany.core.errors import NOT_FOUND, ApplicationError, invalid, not_found
 from opencompany.core.events import owner_group, publish_on_commit
 
 # --- the conversation ---------------------------------------------------------------------------------
@@ -45,18 +41,17 @@ def conversation_append(
     usage: TokenUsage | Mapping[str, int] | None = None,
     expected_digest: str | None = None,
 ) -> ConversationWrite:
-    """Append `messages` after exactly `expected_length` stored ones — the per-turn fast path.
+    """Append `messages` after exactly `expected_length` stored ones — the per-turn write.
 
-    O(turn): one locked read of the head row, one insert, one update. A stale `expected_length` is
-    refused with `conversation_conflict` (`extra.length` = the stored length); nothing is merged.
-    `usage` adds to the lifetime token counters.
+    O(turn): the head row's update and one insert. A stale `expected_length` is refused with
+    `conversation_conflict` (`extra.length` = the stored length); nothing is merged. `usage` adds to
+    the lifetime token counters.
 
     A caller that knows the head digest it is appending after (the `digest` of its previous write)
     passes `expected_digest`: the store then checks the head and appends in one compare-and-set (one
-    statement on PostgreSQL); any mismatch falls back to the locked path, which answers with the
-    precise conflict: `context_changed` when the stored conversation no longer starts with the prefix
-    the writer read (it was cleared, reset, rewound or rewritten under the writer),
-    `conversation_conflict` when another writer appended after it or the length is stale.
+    statement on PostgreSQL), and a stored conversation that no longer starts with the prefix the
+    writer read (cleared, reset, rewound or rewritten under it) is `context_changed`; another writer's
+    append after it is `conversation_conflict`.
 
     With `expected_digest`, an append repeated after its first attempt landed (its commit's answer lost
     with the connection) is answered with the stored state and `applied=False`, not a conflict: the
@@ -65,62 +60,20 @@ def conversation_append(
     """
     if isinstance(expected_length, bool) or not isinstance(expected_length, int) or expected_length < 0:
         raise invalid("expected_length must be an integer ≥ 0.")
-    prepared = _prepare(list(messages))
-    usage_counts = TokenUsage.from_value(usage)
-    if expected_digest and prepared.wires:
-        written = _append_after_digest(key, prepared, expected_length, expected_digest, usage_counts)
-        if written is not None:
-            return written
-    return _append_locked(key, prepared, expected_length, usage_counts, expected_digest or None)
-
-
-def _extends(head: AgentConversation | None, length: int, digest: str) -> bool:
-    """Whether the stored conversation still starts with the prefix `(length, digest)` a writer read:
-    it is that prefix, or another writer appended after it (an ordinary race, `conversation_conflict`).
-    Otherwise the prefix is gone — cleared, reset, rewound or rewritten — and the write is stale."""
-    if head is None or head.length < length:
-        return False
-    if head.length == length:
-        return head.head_digest == digest
-    stored = (
-        ConversationMessage.objects.filter(conversation=head, seq=length - 1)
-        .values_list("digest", flat=True)
-        .first()
-    )
-    return stored == digest
-
-
-def _context_changed(head: AgentConversation | None, expected_length: int) -> ApplicationError:
-    return _error(
-        errors.CONTEXT_CHANGED,
-        "The Context was cleared or changed since it was read; nothing was written.",
-        {"length": head.length if head is not None else 0, "expected_length": expected_length},
-    )
-
-
-def _append_after_digest(
-    key: ConversationKey,
-    prepared: _Prepared,
-    expected_length: int,
-    expected_digest: str,
-    usage: TokenUsage | None,
-) -> ConversationWrite | None:
-    """The store's compare-and-set append: None (nothing written) when the head is not exactly
-    (`expected_length`, `expected_digest`)."""
-    digests = _chain(prepared.encoded, expected_digest)
-    head = conversation_store().append_after(
+    answer = conversation_store().append(
         key=key,
         expected_length=expected_length,
-        expected_digest=expected_digest,
-        wires=prepared.wires,
-        texts=prepared.texts,
-        digests=digests,
-        sizes=prepared.sizes,
-        usage=usage,
+        expected_digest=expected_digest or None,
+        batch=_prepare(list(messages)),
+        usage=TokenUsage.from_value(usage),
         now=timezone.now(),
     )
-    if head is None:
-        return None
+    match answer:
+        case Refused():
+            raise _refused(answer)
+        case Unchanged():
+            return _written(answer.head, applied=False)
+    head = answer.head
     publish_on_commit(
         owner_group(head.owner_id),
         "context.updated",
@@ -132,78 +85,36 @@ def _append_after_digest(
             "revision": head.revision,
         },
     )
+    return _written(head, applied=True)
+
+
+def _written(head: Head, *, applied: bool) -> ConversationWrite:
     return ConversationWrite(
-        applied=True,
+        applied=applied,
         length=head.length,
         revision=head.revision,
         bytes=head.bytes,
-        digest=digests[-1],
+        digest=head.digest,
         notes_revision=head.notes_revision,
     )
 
 
-def _already_appended(
-    head: AgentConversation | None, prepared: _Prepared, expected_length: int, expected_digest: str | None
-) -> bool:
-    """Whether the head is exactly this append applied after (`expected_length`, `expected_digest`)."""
-    if head is None or expected_digest is None or not prepared.wires:
-        return False
-    if head.length != expected_length + len(prepared.wires):
-        return False
-    return head.head_digest == _chain(prepared.encoded, expected_digest)[-1]
+# What each refusal of a conversation write says (the codes and their facts come with it).
+_REFUSAL_MESSAGES = {
+    errors.CONTEXT_CHANGED: "The Context was cleared or changed since it was read; nothing was written.",
+    errors.CONVERSATION_CONFLICT: "The conversation changed since it was read; reload it and try again.",
+}
 
 
-@transaction.atomic
-def _append_locked(
-    key: ConversationKey,
-    prepared: _Prepared,
-    expected_length: int,
-    usage_counts: TokenUsage | None,
-    expected_digest: str | None = None,
-) -> ConversationWrite:
-    has_write = bool(prepared.wires) or usage_counts is not None
-    head = _lock_head(key, create=has_write and expected_length == 0)
-    if expected_digest is not None and not _extends(head, expected_length, expected_digest):
-        raise _context_changed(head, expected_length)
-    current = head.length if head is not None else 0
-    if _already_appended(head, prepared, expected_length, expected_digest):
-        return _state(head)
-    if current != expected_length:
-        raise _error(
-            errors.CONVERSATION_CONFLICT,
-            "The conversation changed since it was read; reload it and try again.",
-            {"length": current, "expected_length": expected_length},
-        )
-    if head is None or not has_write:
-        return _state(head)
-    digests = _chain(prepared.encoded, head.head_digest)
-    _insert(head, head.length, prepared, digests, 0)
-    added = sum(prepared.sizes)
-    changes: dict[str, Any] = {
-        "length": F("length") + len(prepared.wires),
-        "bytes": F("bytes") + added,
-        "revision": F("revision") + 1,
-        "updated_at": timezone.now(),
-    }
-    if digests:
-        changes["head_digest"] = digests[-1]
-    if usage_counts is not None:
-        changes["input_tokens"] = F("input_tokens") + usage_counts.input_tokens
-        changes["output_tokens"] = F("output_tokens") + usage_counts.output_tokens
-        changes["cache_read_tokens"] = F("cache_read_tokens") + usage_counts.cache_read_tokens
-        changes["cache_write_tokens"] = F("cache_write_tokens") + usage_counts.cache_write_tokens
-    AgentConversation.objects.filter(pk=head.pk).update(**changes)
-    length = head.length + len(prepared.wires)
-    revision = head.revision + 1
-    _publish(head, length=length, revision=revision)
-    return ConversationWrite(
-        applied=True,
-        length=length,
-        revision=revision,
-        bytes=head.bytes + added,
-        digest=digests[-1] if digests else head.head_digest,
-        notes_revision=head.notes_revision,
-    )
+def _refused(refusal: Refused) -> ApplicationError:
+    if refusal.code == NOT_FOUND:
+        return not_found("workflow")
+    return _error(refusal.code, _REFUSAL_MESSAGES[refusal.code], refusal.extra)
+
+
+def _context_changed(head: AgentConversation | None, expected_length: int) -> ApplicationError:
+    length = head.length if head is not None else 0
+    return _refused(Refused(errors.CONTEXT_CHANGED, {"length": length, "expected_length": expected_length}))
 
 
 def _shared_prefix(head: AgentConversation, digests: list[str]) -> int:
@@ -225,12 +136,12 @@ def _shared_prefix(head: AgentConversation, digests: list[str]) -> int:
 
 def _save_locked(
     key: ConversationKey,
-    prepared: _Prepared,
+    prepared: Batch,
     *,
     notes: list[dict[str, Any]] | None = None,
     expected_digest: str | None = None,
 ) -> ConversationWrite:
-    digests = _chain(prepared.encoded, "")
+    digests = chain_digests(prepared.encoded, "")
     head = _lock_head(key, create=bool(prepared.wires) or bool(notes))
     if expected_digest is not None and (head.head_digest if head is not None else "") != expected_digest:
         raise _context_changed(head, len(prepared.wires))

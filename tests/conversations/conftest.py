@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from conversations.store import (
+from conversations.stores import (
     ConversationStore,
     PortableConversationStore,
     PostgresConversationStore,

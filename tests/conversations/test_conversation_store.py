@@ -1,9 +1,14 @@
-"""Both conversation stores (the PostgreSQL one and the portable one) store and load exactly what the
-locked path stores: the same rows, bytes, digests, counters, conflict codes and events."""
+"""Both conversation stores (the PostgreSQL one and the portable one) store, refuse and load alike: the
+same rows, bytes, digests, counters, answers, conflict codes and events, alone or inside a caller's
+transaction (the portable one on every database, the PostgreSQL one in the PostgreSQL pass)."""
 
 from __future__ import annotations
 
 import secrets
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from decimal import Decimal
 from typing import Any
 
@@ -17,8 +22,17 @@ from conversations.models import AgentConversation, ConversationMessage, Provide
 from conversations.selectors import conversation_cursor, conversation_load
 from conversations.services import conversation_append
 from conversations.services.context import CallCounts, CallScope, provider_call_record
-from conversations.store import ConversationStore, PortableConversationStore, PostgresConversationStore
-from conversations.types import ConversationKey
+from conversations.stores import (
+    Appended,
+    Batch,
+    ConversationStore,
+    Head,
+    PortableConversationStore,
+    PostgresConversationStore,
+    Refused,
+    Unchanged,
+)
+from conversations.types import ConversationKey, TokenUsage
 from opencompany.core.errors import ApplicationError
 from opencompany.core.json import canonical_json
 from opencompany.llm import wire
@@ -26,8 +40,8 @@ from tests.conversations.conftest import tool_turn, turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# What the compare-and-set append sends: PostgreSQL one statement; the portable store the head update,
-# the head read and the insert.
+# What an append after a known head sends: PostgreSQL one statement; the portable store the head's lock,
+# the insert and the head update (with its savepoint on SQLite, which logs no BEGIN for it).
 APPEND_STATEMENTS: dict[type[ConversationStore], int] = {
     PostgresConversationStore: 1,
     PortableConversationStore: 3,
@@ -51,16 +65,20 @@ def _stored_texts(agent_node_id: str) -> list[tuple[str, str]]:
         return cursor.fetchall()
 
 
-def _append_args(messages: list[dict[str, Any]], after: str) -> dict[str, Any]:
+def _append_args(messages: list[dict[str, Any]]) -> dict[str, Any]:
     texts = [canonical_json(m) for m in messages]
+    encoded = [t.encode() for t in texts]
     return {
-        "wires": messages,
-        "texts": texts,
-        "digests": wire.digests_of(messages, after),
-        "sizes": [len(t.encode()) for t in texts],
+        "batch": Batch(wires=messages, texts=texts, encoded=encoded, sizes=[len(e) for e in encoded]),
         "usage": None,
         "now": timezone.now(),
     }
+
+
+@pytest.fixture(params=["alone", "in a transaction"])
+def within(request: pytest.FixtureRequest) -> Callable[[], AbstractContextManager[Any]]:
+    """Where a store call runs: on its own, or inside a caller's transaction."""
+    return nullcontext if request.param == "alone" else transaction.atomic
 
 
 def test_the_digest_append_stores_what_the_locked_append_stores(workflow, events, store):
@@ -146,47 +164,164 @@ def test_a_stale_length_is_a_conflict_and_a_head_that_moved_is_context_changed(w
     assert events.drain() == []
 
 
-def test_the_store_appends_nothing_after_a_head_that_differs_or_does_not_exist(workflow, store):
+def test_the_store_refuses_an_append_after_a_head_that_moved_or_is_missing_and_writes_nothing(
+    workflow, store, within
+):
     key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="cas")
     missing = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="missing")
     first = conversation_append(key=key, messages=turns(2), expected_length=0)
+    after_one = ConversationMessage.objects.get(conversation__agent_node_id="cas", seq=0).digest
     more = turns(1, "x")
 
-    stale_digest = store.append_after(
-        key=key, expected_length=2, expected_digest="f" * 64, **_append_args(more, "f" * 64)
-    )
-    stale_length = store.append_after(
-        key=key, expected_length=1, expected_digest=first.digest, **_append_args(more, first.digest)
-    )
-    absent = store.append_after(key=missing, expected_length=0, expected_digest="", **_append_args(more, ""))
+    with within():
+        stale_digest = store.append(
+            key=key, expected_length=2, expected_digest="f" * 64, **_append_args(more)
+        )
+        stale_length = store.append(
+            key=key, expected_length=1, expected_digest=after_one, **_append_args(more)
+        )
+        raced_past = store.append(
+            key=key, expected_length=1, expected_digest=first.digest, **_append_args(more)
+        )
+        absent = store.append(
+            key=missing, expected_length=2, expected_digest=first.digest, **_append_args(more)
+        )
+        no_digest = store.append(key=key, expected_length=3, expected_digest=None, **_append_args(more))
 
-    assert (stale_digest, stale_length, absent) == (None, None, None)
+    assert stale_digest == Refused("context_changed", {"length": 2, "expected_length": 2})
+    assert stale_length == Refused("conversation_conflict", {"length": 2, "expected_length": 1})
+    assert raced_past == Refused("context_changed", {"length": 2, "expected_length": 1})
+    assert absent == Refused("context_changed", {"length": 0, "expected_length": 2})
+    assert no_digest == Refused("conversation_conflict", {"length": 2, "expected_length": 3})
     head = AgentConversation.objects.get(agent_node_id="cas")
     assert (head.length, head.revision, head.head_digest) == (2, 1, first.digest)
     assert ConversationMessage.objects.filter(conversation=head).count() == 2
     assert AgentConversation.objects.filter(agent_node_id="missing").exists() is False
 
 
-def test_the_store_answers_the_head_it_left(workflow, store):
+def test_the_store_answers_the_head_it_left(workflow, store, within):
     key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="answer")
     first = conversation_append(key=key, messages=turns(2), expected_length=0)
     more = tool_turn("c2")
 
-    head = store.append_after(
-        key=key, expected_length=2, expected_digest=first.digest, **_append_args(more, first.digest)
-    )
+    with within():
+        answer = store.append(key=key, expected_length=2, expected_digest=first.digest, **_append_args(more))
 
     stored = AgentConversation.objects.get(agent_node_id="answer")
-    assert head is not None
-    assert (head.owner_id, head.length, head.revision, head.bytes, head.notes_revision) == (
-        workflow.owner_id,
-        4,
-        2,
-        stored.bytes,
-        0,
-    )
-    assert (stored.length, stored.head_digest) == (4, wire.digests_of([*turns(2), *more])[-1])
+    digest = wire.digests_of([*turns(2), *more])[-1]
+    assert answer == Appended(Head(workflow.owner_id, 4, 2, stored.bytes, digest, 0))
+    assert (stored.length, stored.head_digest) == (4, digest)
     assert stored.bytes == sum(len(canonical_json(m).encode()) for m in [*turns(2), *more])
+
+
+def test_an_append_repeated_after_it_landed_is_answered_unchanged_and_writes_nothing(workflow, store, within):
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="again")
+    first = conversation_append(key=key, messages=turns(2), expected_length=0)
+    more = tool_turn("c3")
+    landed = store.append(key=key, expected_length=2, expected_digest=first.digest, **_append_args(more))
+
+    with within():
+        again = store.append(key=key, expected_length=2, expected_digest=first.digest, **_append_args(more))
+
+    assert isinstance(landed, Appended)
+    assert again == Unchanged(landed.head)
+    assert AgentConversation.objects.get(agent_node_id="again").revision == 2
+    assert ConversationMessage.objects.filter(conversation__agent_node_id="again").count() == 4
+
+
+def test_a_first_write_creates_the_head_and_an_empty_one_writes_nothing(workflow, store, within):
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="new")
+    empty = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="empty")
+    gone = ConversationKey(workflow_id="wf_gone", generation=1, agent_node_id="new")
+    counted = {**_append_args([]), "usage": TokenUsage(input_tokens=5, output_tokens=1)}
+
+    with within():
+        created = store.append(key=key, expected_length=0, expected_digest=None, **_append_args(turns(2)))
+        nothing = store.append(key=empty, expected_length=0, expected_digest=None, **_append_args([]))
+        usage_only = store.append(key=key, expected_length=2, expected_digest=None, **counted)
+        refused = store.append(key=gone, expected_length=0, expected_digest=None, **_append_args(turns(1)))
+
+    head = AgentConversation.objects.get(agent_node_id="new")
+    digest = wire.digests_of(turns(2))[-1]
+    assert created == Appended(Head(workflow.owner_id, 2, 1, created.head.bytes, digest, 0))
+    assert nothing == Unchanged(Head(0, 0, 0, 0, "", 0))
+    assert usage_only == Appended(Head(workflow.owner_id, 2, 2, created.head.bytes, digest, 0))
+    assert refused == Refused("not_found")
+    assert (head.length, head.revision, head.head_digest, head.input_tokens, head.output_tokens) == (
+        2,
+        2,
+        digest,
+        5,
+        1,
+    )
+    assert AgentConversation.objects.filter(agent_node_id="empty").exists() is False
+    assert AgentConversation.objects.filter(workflow_id="wf_gone").exists() is False
+
+
+@pytest.mark.postgres
+def test_on_postgresql_an_append_that_waited_for_a_clear_is_refused_with_the_head_the_clear_left(
+    workflow, store, within
+):
+    import psycopg
+
+    from tests import live
+
+    key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="raced")
+    first = conversation_append(key=key, messages=turns(2), expected_length=0)
+    head_id = AgentConversation.objects.get(agent_node_id="raced").pk
+    answers: list[Any] = []
+
+    def append() -> None:
+        try:
+            with within():
+                answers.append(
+                    store.append(
+                        key=key,
+                        expected_length=2,
+                        expected_digest=first.digest,
+                        **_append_args(turns(1, "x")),
+                    )
+                )
+        finally:
+            connection.close()
+
+    with psycopg.connect(live.test_database_url()) as other:
+        # A Clear as it writes: the head locked, its messages gone, the head emptied.
+        other.execute("SELECT 1 FROM conversations_agentconversation WHERE id = %s FOR UPDATE", [head_id])
+        other.execute("DELETE FROM conversations_conversationmessage WHERE conversation_id = %s", [head_id])
+        other.execute(
+            "UPDATE conversations_agentconversation SET length = 0, bytes = 0, head_digest = '', "
+            "revision = revision + 1 WHERE id = %s",
+            [head_id],
+        )
+        writer = threading.Thread(target=append)
+        writer.start()
+        waited = _wait_for_a_lock_wait()
+        other.commit()
+        writer.join(timeout=10)
+
+    assert waited is True
+    assert answers == [Refused("context_changed", {"length": 0, "expected_length": 2})]
+    assert conversation_load(key=key) == []
+
+
+def _wait_for_a_lock_wait() -> bool:
+    """Whether a session of the test database comes to wait for a lock within five seconds."""
+    import psycopg
+
+    from tests import live
+
+    deadline = time.monotonic() + 5
+    with psycopg.connect(live.test_database_url(), autocommit=True) as watcher:
+        while time.monotonic() < deadline:
+            row = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            if row and row[0]:
+                return True
+            time.sleep(0.02)
+    return False
 
 
 def test_the_head_lock_loads_the_head_as_the_orm_does_and_holds_it_to_the_end_of_the_transaction(
