@@ -91,13 +91,13 @@ def test_other_executors_leave_the_run_queued_for_a_worker_to_claim(
 
 
 @pytest.mark.postgres
-def test_a_send_on_postgresql_is_one_statement_and_writes_what_the_locked_path_writes(
+def test_a_send_on_postgresql_is_one_statement_and_so_is_a_refusal(
     workflow: Any, events: Any, django_assert_num_queries: Any
 ) -> None:
     events.subscribe(chat_group(workflow.pk))
     first = services.chat_send(
         owner_id=workflow.owner_id, workflow_id=workflow.pk, text="first"
-    )  # creates the thread: the locked path
+    )  # opens the chat, then is admitted
     services.run_finish(run_id=first.run.run_id, claimant=None, outcome="finished", text="an answer", seq=1)
     events.drain()
 
@@ -119,13 +119,13 @@ def test_a_send_on_postgresql_is_one_statement_and_writes_what_the_locked_path_w
     assert ChatRun.objects.get(run_id=second.run.run_id).state == ChatRun.State.QUEUED
     assert [e["type"] for e in events.drain()] == ["thread.updated"]
 
-    # Every other case takes the locked path, which answers with the precise code.
+    # Every other case is answered by the same statement with the precise code, writing nothing.
     again = services.chat_send(
         owner_id=workflow.owner_id, workflow_id=workflow.pk, text="second", client_message_id="c-2"
     )
     assert again.created is False
     assert again.run.run_id == second.run.run_id
-    with pytest.raises(ApplicationError) as busy:
+    with pytest.raises(ApplicationError) as busy, django_assert_num_queries(1):
         services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="third")
     assert busy.value.code == "run_in_progress"
     assert busy.value.extra == {"run_id": second.run.run_id}

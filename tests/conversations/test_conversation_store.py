@@ -453,7 +453,7 @@ def test_a_provider_call_of_a_workflow_that_is_gone_is_not_found_and_writes_noth
 
 def test_the_stored_text_is_the_canonical_text_the_digest_covers_on_every_write_path(workflow, store):
     key = ConversationKey(workflow_id=workflow.pk, generation=1, agent_node_id="exact")
-    first = conversation_append(key=key, messages=turns(2), expected_length=0)  # the locked path (ORM insert)
+    first = conversation_append(key=key, messages=turns(2), expected_length=0)  # creates the head first
     conversation_append(key=key, messages=tool_turn("c9"), expected_length=2, expected_digest=first.digest)
     stored = conversation_load(key=key)
 
