@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from django.db import connection
 
-from chat.stores.base import WATCHDOG_LOCK_KEY, Admission, Admitted, ChatStore, Refused, Replay
+from chat.stores.base import WATCHDOG_LOCK_KEY, AdmitAnswer, Admitted, ChatStore, Refused, Replay
 from chat.stores.portable import PortableChatStore
 from chat.stores.postgres import PostgresChatStore
 
 __all__ = [
     "WATCHDOG_LOCK_KEY",
-    "Admission",
+    "AdmitAnswer",
     "Admitted",
     "ChatStore",
     "PortableChatStore",

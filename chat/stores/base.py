@@ -48,7 +48,7 @@ class Refused:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-type Admission = Admitted | Replay | Refused
+type AdmitAnswer = Admitted | Replay | Refused
 
 
 class ChatStore(Protocol):
@@ -60,7 +60,7 @@ class ChatStore(Protocol):
         expected_revision: int | None,
         run: Mapping[str, Any],
         message: Mapping[str, Any],
-    ) -> Admission:
+    ) -> AdmitAnswer:
         """Admit the owner's message and its run to the owner's current chat of the workflow, all or
         nothing, inside or outside a caller's transaction; the chat is opened first when the workflow
         has none.

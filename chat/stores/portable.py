@@ -17,7 +17,7 @@ from chat.stores.base import (
     MESSAGE_DERIVED,
     ROOT_PARENT,
     RUN_DERIVED,
-    Admission,
+    AdmitAnswer,
     Admitted,
     Refused,
     Replay,
@@ -38,7 +38,7 @@ class PortableChatStore:
         expected_revision: int | None,
         run: Mapping[str, Any],
         message: Mapping[str, Any],
-    ) -> Admission:
+    ) -> AdmitAnswer:
         check_columns(ChatRun, run, decided=RUN_DERIVED)
         check_columns(ChatMessage, message, decided=MESSAGE_DERIVED)
         with transaction.atomic():
@@ -51,7 +51,7 @@ class PortableChatStore:
         expected_revision: int | None,
         run: Mapping[str, Any],
         message: Mapping[str, Any],
-    ) -> Admission:
+    ) -> AdmitAnswer:
         # Every read below runs after the thread's lock, so each sees the writers that held it.
         thread = self._chat_lock(workflow_id, owner_id)
         if thread is None and not Workflow.objects.filter(pk=workflow_id, owner_id=owner_id).exists():

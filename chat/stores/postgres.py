@@ -28,7 +28,7 @@ from chat.stores.base import (
     ROOT_PARENT,
     RUN_DERIVED,
     WATCHDOG_LOCK_KEY,
-    Admission,
+    AdmitAnswer,
     Admitted,
     Refused,
     Replay,
@@ -158,7 +158,7 @@ RETURNING id
         expected_revision: int | None,
         run: Mapping[str, Any],
         message: Mapping[str, Any],
-    ) -> Admission:
+    ) -> AdmitAnswer:
         check_columns(ChatRun, run, decided=RUN_DERIVED)
         check_columns(ChatMessage, message, decided=MESSAGE_DERIVED)
         now = timezone.now()
@@ -188,7 +188,9 @@ RETURNING id
                 return self._admit_locked(params, rows)
         return answer
 
-    def _admit_locked(self, params: dict[str, Any], rows: tuple[dict[str, Any], dict[str, Any]]) -> Admission:
+    def _admit_locked(
+        self, params: dict[str, Any], rows: tuple[dict[str, Any], dict[str, Any]]
+    ) -> AdmitAnswer:
         """The admission in the caller's transaction with the chat locked (opened when missing) first:
         the statement's snapshot then follows every writer that held the lock, so its answer is final."""
         while True:
@@ -202,7 +204,7 @@ RETURNING id
 
     def _admit_once(
         self, params: dict[str, Any], rows: tuple[dict[str, Any], dict[str, Any]]
-    ) -> Admission | _Again:
+    ) -> AdmitAnswer | _Again:
         """The statement alone (autocommit): a unique index that fires means a writer committed under
         it, as when the thread changed."""
         try:
@@ -212,7 +214,7 @@ RETURNING id
 
     def _admit(
         self, params: dict[str, Any], rows: tuple[dict[str, Any], dict[str, Any]]
-    ) -> Admission | _Again:
+    ) -> AdmitAnswer | _Again:
         returned = hot_fetchone(self._send_sql, params)
         assert returned is not None  # noqa: S101 - the last SELECT always answers one row
         (owned, generation, thread_id, revision, fresh, duplicate, live_run, *written) = returned
