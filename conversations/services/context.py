@@ -29,7 +29,7 @@ from conversations.services._common import (
     _workflow_owner_id,
     _write_from,
 )
-from conversations.stores import chain_digests, conversation_store
+from conversations.stores import Refused, chain_digests, conversation_store
 from conversations.types import ConversationKey
 from opencompany.core.errors import ApplicationError, invalid, not_found
 
@@ -144,7 +144,7 @@ def provider_call_record(*, scope: CallScope, counts: CallCounts) -> ProviderCal
         },
         now=timezone.now(),
     )
-    if row is None:
+    if isinstance(row, Refused):
         raise not_found("workflow")
     return row
 

@@ -115,11 +115,11 @@ class ConversationStore(Protocol):
         pressure_of: ConversationKey | None,
         pressure: Mapping[str, Any],
         now: datetime,
-    ) -> ProviderCall | None:
+    ) -> ProviderCall | Refused:
         """Append one provider call to the ledger (`call`: its columns but the owner, which is its
         workflow's; every other column takes its field's default) and, with `pressure_of`, set that
         head's `pressure` columns if its head digest is still the call's `conversation_digest`. All or
-        nothing; None, with nothing written, when the workflow is gone."""
+        nothing; `Refused("not_found")`, with nothing written, when the workflow is gone."""
         ...
 
 

@@ -19,9 +19,11 @@ from conversations.stores.base import (
     ConversationStore,
     Head,
     LockedAppend,
+    Refused,
     check_call,
     key_params,
     load_where,
+    workflow_gone,
 )
 from conversations.types import ConversationKey, TokenUsage
 from graphs.models import Workflow
@@ -115,14 +117,14 @@ class PortableConversationStore(LockedAppend, ConversationStore):
         pressure_of: ConversationKey | None,
         pressure: Mapping[str, Any],
         now: datetime,
-    ) -> ProviderCall | None:
+    ) -> ProviderCall | Refused:
         check_call(call, pressure_of, pressure)
         with transaction.atomic():
             owner_id = (
                 Workflow.objects.filter(pk=call["workflow_id"]).values_list("owner_id", flat=True).first()
             )
             if owner_id is None:
-                return None
+                return workflow_gone()
             row = ProviderCall.objects.create(owner_id=owner_id, **call)
             if pressure_of is not None:
                 AgentConversation.objects.filter(

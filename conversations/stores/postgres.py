@@ -29,11 +29,13 @@ from conversations.stores.base import (
     ConversationStore,
     Head,
     LockedAppend,
+    Refused,
     append_check,
     chain_digests,
     check_call,
     key_params,
     load_where,
+    workflow_gone,
 )
 from conversations.types import ConversationKey, TokenUsage
 from graphs.models import Workflow
@@ -247,7 +249,7 @@ SELECT id, owner_id FROM call
         pressure_of: ConversationKey | None,
         pressure: Mapping[str, Any],
         now: datetime,
-    ) -> ProviderCall | None:
+    ) -> ProviderCall | Refused:
         check_call(call, pressure_of, pressure)
         row = row_with_defaults(ProviderCall, call, skip=frozenset(CALL_DERIVED), now=now)
         params = row_params(ProviderCall, row, "call_")
@@ -259,7 +261,7 @@ SELECT id, owner_id FROM call
         )
         returned = hot_fetchone(self._call_sql, params)
         if returned is None:
-            return None
+            return workflow_gone()
         call_id, owner_id = returned
         return stored(ProviderCall, {**row, "id": call_id, "owner_id": owner_id})
 

@@ -444,10 +444,14 @@ def test_a_provider_call_of_a_workflow_that_is_gone_is_not_found_and_writes_noth
 
     with pytest.raises(ApplicationError) as refused:
         provider_call_record(scope=gone, counts=_call(""))
+    answer = store.call_record(
+        call={"workflow_id": "wf_gone"}, pressure_of=None, pressure={}, now=timezone.now()
+    )
     with pytest.raises(TypeError):
         store.call_record(call={"owner_id": 1}, pressure_of=None, pressure={}, now=timezone.now())
 
     assert refused.value.code == "not_found"
+    assert answer == Refused("not_found")
     assert ProviderCall.objects.count() == 0
 
 
