@@ -3,7 +3,7 @@
 The full-text projections are not model fields: PostgreSQL keeps a stored generated `tsvector`
 column (`search`) and a trigram index on `memory_memoryitem`, SQLite the FTS5 tables
 `memory_item_fts` and `memory_item_trigram` maintained by triggers in the same transaction as every
-write. All are created by migrations (see `memory/search/backends.py`).
+write. All are created by migrations (see `memory/search/postgres.py` and `memory/search/sqlite.py`).
 """
 
 from __future__ import annotations

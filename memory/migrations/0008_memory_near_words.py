@@ -3,7 +3,7 @@ may mean by `typed`, so the candidate statement can look them up itself when not
 the word as written.
 
 The function carries its own word-similarity threshold (`SET` on the function), so no session has to
-set it first; it must equal `memory.search.backends.TRIGRAM_THRESHOLD` (a test holds them equal).
+set it first; it must equal `memory.search.postgres.TRIGRAM_THRESHOLD` (a test holds them equal).
 PL/pgSQL keeps the lookup's plan for the session.
 """
 

@@ -1,26 +1,19 @@
 """Recall: ranked, forgiving full-text search with one semantics on PostgreSQL and SQLite.
 
-`query` parses what a person or a model typed, `backends` asks the database for candidates, and
-`scoring` ranks them; `ranked_hits` ties the three together.
+`query` parses what a person or a model typed, `statements` asks the database for candidates
+through its backend (`base` says what a backend answers; `postgres` and `sqlite` are the two),
+`scoring` ranks them, and `maintenance` keeps the indexes; `ranked_hits` ties them together.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory.search.backends import (
-    Filters,
-    ItemRecord,
-    ItemRow,
-    find,
-    find_tolerant,
-    fts_rebuild,
-    item_records,
-    items_by_pk,
-    recent,
-    stems_prune,
-    words_prune,
-)
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from memory.search.base import Backend, Filters, ItemRecord, ItemRow, item_records, recall_backend_use
+from memory.search.maintenance import fts_rebuild, stems_prune, words_prune
+from memory.search.postgres import PostgresBackend
 from memory.search.query import STOP_WORDS, RecallQuery, analyze, parse_query
 from memory.search.scoring import (
     MATCH_ALL,
@@ -37,6 +30,8 @@ from memory.search.scoring import (
     tokens_of,
     within_edits,
 )
+from memory.search.sqlite import SqliteBackend
+from memory.search.statements import find, find_tolerant, items_by_pk, recent
 
 __all__ = [
     "MATCH_ALL",
@@ -52,16 +47,26 @@ __all__ = [
     "Ranking",
     "RecallQuery",
     "analyze",
+    "backend_for_database",
     "fts_rebuild",
     "highlights",
     "item_records",
     "items_by_pk",
     "parse_query",
     "ranked_hits",
+    "recall_backend_use",
     "recent",
     "stems_prune",
     "words_prune",
 ]
+
+
+_BY_VENDOR: dict[str, type[Backend]] = {"postgresql": PostgresBackend, "sqlite": SqliteBackend}
+
+
+def backend_for_database(alias: str = DEFAULT_DB_ALIAS) -> type[Backend]:
+    """The recall backend of the database `alias`."""
+    return _BY_VENDOR[connections[alias].vendor]
 
 
 @dataclass

@@ -17,7 +17,7 @@ from memory.fields import QUERY_MAX
 from memory.models import MemoryItem
 from memory.scope import memory_scope
 from memory.search import analyze
-from memory.search.backends import PostgresBackend
+from memory.search.postgres import PostgresBackend
 from opencompany.core.errors import ApplicationError
 from opencompany.core.gate import bad_char_message
 from tests.conftest import make_workflow, node_id
@@ -278,7 +278,7 @@ def test_a_last_word_matched_as_written_counts_the_fields_it_is_in(scope):
 
 
 def test_a_last_word_that_fills_the_candidates_as_written_is_not_also_a_prefix(scope):
-    from memory.search.backends import CANDIDATES
+    from memory.search.base import CANDIDATES
 
     for n in range(CANDIDATES - 1):
         services.memory_remember(scope=scope, content=f"Coffee note {n}", actor="owner:1")
@@ -593,27 +593,27 @@ def test_a_word_no_item_anywhere_is_near_skips_reading_items_for_typos(scope, ow
 
 @pytest.mark.postgres
 def test_the_candidate_statement_looks_up_near_words_only_for_words_nothing_matched(scope):
-    from memory.search import Filters, analyze, backends
+    from memory.search import Filters, analyze, statements
 
     load_items(scope)
     filters = Filters(namespace=scope.namespace, now=timezone.now())
 
-    found = backends.find(analyze("espresso bisquit"), filters)
+    found = statements.find(analyze("espresso bisquit"), filters)
     assert found.candidates
     assert found.near == {0: [], 1: ["biscuit"]}  # "espresso" matched: nothing is looked up for it
 
-    found = backends.find(analyze("bisquit"), filters)
+    found = statements.find(analyze("bisquit"), filters)
     assert (found.candidates, found.total, found.items) == ([], None, {})
     assert found.near == {0: ["biscuit"]}  # no candidate, and still the near words
 
-    found = backends.find(analyze("tea"), filters)  # a word too short for typos: no lookup at all
+    found = statements.find(analyze("tea"), filters)  # a word too short for typos: no lookup at all
     assert found.near is None
 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_the_typo_lookup_carries_its_own_similarity_threshold(scope, django_assert_num_queries):
-    from memory.search.backends import TRIGRAM_THRESHOLD
+    from memory.search.postgres import TRIGRAM_THRESHOLD
 
     ids = load_items(scope)
     connection.close()
@@ -640,18 +640,23 @@ def test_the_typo_lookup_carries_its_own_similarity_threshold(scope, django_asse
 def test_a_postgresql_statement_compiled_once_per_shape_is_the_one_compiled_for_the_query(
     query, same_shape, filters
 ):
-    from memory.search import Filters, analyze, backends
+    from memory.search import Filters, analyze, statements
 
     first = Filters(namespace="ns-a", now=timezone.now(), **filters)
     second = Filters(namespace="ns-b", now=timezone.now() + timedelta(seconds=1), **filters)
     for text, scoped, limit in ((query, first, 7), (same_shape, second, 9)):
         recall_query = analyze(text)
         every_word = tuple(range(len(recall_query.words)))
-        for build, shape in ((backends._find_statement, ()), (backends._tolerant_statement, (every_word,))):
+        for build, shape in (
+            (statements._find_statement, ()),
+            (statements._tolerant_statement, (every_word,)),
+        ):
             direct = build(PostgresBackend(), recall_query, scoped, limit, *shape)
-            assert backends._compiled(PostgresBackend(), build, recall_query, scoped, limit, *shape) == direct
-        shapes = len(backends._shapes)
-    assert shapes == len(backends._shapes)  # the second query of the shape reused the first one's text
+            assert (
+                statements._compiled(PostgresBackend(), build, recall_query, scoped, limit, *shape) == direct
+            )
+        shapes = len(statements._shapes)
+    assert shapes == len(statements._shapes)  # the second query of the shape reused the first one's text
 
 
 @pytest.mark.parametrize(

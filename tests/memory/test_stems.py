@@ -133,11 +133,11 @@ def test_a_prune_waits_for_a_write_in_flight_that_found_its_stem_present(scope, 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_prune_that_cannot_lock_the_table_in_time_stops_without_an_error(scope, monkeypatch, caplog):
-    from memory.search import backends
+    from memory.search import postgres
 
     gone = _remember(scope, "Pangolins sleep all day")
     services.memory_forget(scope=scope, memory_id=gone["id"], expected_version=1, actor=ACTOR)
-    monkeypatch.setattr(backends, "STEM_LOCK_TIMEOUT", "50ms")
+    monkeypatch.setattr(postgres, "STEM_LOCK_TIMEOUT", "50ms")
     written, release = threading.Event(), threading.Event()
 
     def write_in_flight() -> None:
