@@ -15,7 +15,7 @@ class MemoryConfig(AppConfig):
         from memory.inventory import memory_inventory
         from memory.search import backend_for_database, recall_backend_use
         from memory.services import memory_erase, memory_owner_change_hook
-        from memory.store import memory_store_use, store_for_database
+        from memory.stores import memory_store_use, store_for_database
         from memory.tools import MEMORY_TOOL, memory_reset_hook
         from opencompany.llm.tools import register_tool
 

@@ -8,16 +8,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
-from django.db.models import F
 from django.utils import timezone
 
 from memory import embeddings as emb
-from memory.errors import idempotency_key_reused, quota_exceeded
+from memory.errors import idempotency_key_reused
 from memory.models import IndexingState, MemoryItem, MemoryNamespace, MemoryReceipt, MemoryRevision
 from memory.scope import MemoryScope
 from memory.selectors import memory_view, revision_view
-from memory.store import receipt_insert
+from memory.stores import receipt_insert
 from opencompany.core.events import owner_group, publish_on_commit
 
 EVENT_TYPE = "memory.updated"
@@ -172,22 +170,6 @@ def _ensure_namespace(scope: MemoryScope, now: datetime) -> None:
         ],
         ignore_conflicts=True,
     )
-
-
-def _reserve_slot(scope: MemoryScope, now: datetime) -> None:
-    """Count one more item against the quota in a single conditional UPDATE (no check-then-act)."""
-    limit = int(settings.OPENCOMPANY_MEMORY_MAX_ITEMS)
-
-    def _take() -> int:
-        return MemoryNamespace.objects.filter(pk=scope.namespace, item_count__lt=limit).update(
-            item_count=F("item_count") + 1, updated_at=now
-        )
-
-    if _take():
-        return
-    _ensure_namespace(scope, now)
-    if not _take():
-        raise quota_exceeded(limit=limit)
 
 
 def _revision_from(

@@ -1,4 +1,4 @@
-"""Remember: a new item, version 1 (the store's single write in the common case)."""
+"""Remember: a new item, version 1, written whole by the memory store."""
 
 from __future__ import annotations
 
@@ -7,26 +7,30 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from memory import fields as f
+from memory.errors import (
+    IDEMPOTENCY_KEY_REUSED,
+    MEMORY_QUOTA_EXCEEDED,
+    idempotency_key_reused,
+    quota_exceeded,
+)
 from memory.models import IndexingState, MemoryItem, MemoryReceipt, MemoryRevision
 from memory.scope import MemoryScope
 from memory.selectors import memory_view
 from memory.services._common import (
     MemoryResult,
     Receipt,
-    _claim_receipt,
     _initial_indexing_state,
     _publish,
     _receipt_meta,
     _replay_item,
-    _reserve_slot,
     _revision_from,
 )
 from memory.services.maintenance import _schedule_embedding
-from memory.store import memory_store
+from memory.stores import Refused, Remembered, Replay, memory_store
+from opencompany.core.errors import ApplicationError
 from opencompany.core.ids import mint_id
 from opencompany.core.json import fingerprint
 
@@ -47,9 +51,10 @@ def memory_remember(
     """Store a new item (version 1) in the scope. `memory_quota_exceeded` past
     `OPENCOMPANY_MEMORY_MAX_ITEMS` items in the namespace.
 
-    The common case (a new receipt or none, room in an existing namespace) is the store's single
-    all-or-nothing write (one statement on PostgreSQL); anything else (a replay, a reused key, a full
-    or new namespace) writes nothing there and is answered by the general path in its own transaction.
+    The store writes it all or nothing (one statement on PostgreSQL in the common case) and answers
+    what happened: the new item, the replay of the same request under `operation_id`
+    (`applied: false`, no event) or a refusal (`idempotency_key_reused`, `memory_quota_exceeded`),
+    which writes nothing.
     """
     draft = _draft(
         scope=scope,
@@ -61,18 +66,21 @@ def memory_remember(
         expires_at=expires_at,
         operation_id=operation_id,
     )
-    pk = memory_store().remember_new(
+    outcome = memory_store().remember(
         item=draft.item,
         revision=draft.revision,
         receipt=draft.receipt,
         limit=int(settings.OPENCOMPANY_MEMORY_MAX_ITEMS),
         now=draft.now,
     )
-    if pk is not None:
-        draft.item.pk = pk
-        return _remembered(scope, draft)
-    with transaction.atomic():
-        return _remember_general(scope, draft)
+    match outcome:
+        case Remembered(pk=pk):
+            draft.item.pk = pk
+            return _remembered(scope, draft)
+        case Replay(receipt=receipt):
+            return _replay_item(receipt, receipt.operation_id)
+        case Refused(code=code, extra=extra):
+            raise _refusal(code, extra)
 
 
 # --- internals -------------------------------------------------------------------------------
@@ -155,22 +163,13 @@ def _draft(
     )
 
 
-def _remember_general(scope: MemoryScope, draft: _Draft) -> MemoryResult:
-    """Any remember: replay a claimed receipt, create the namespace, refuse past the quota.
-    Call inside the entry point's transaction."""
-    replay = _claim_receipt(
-        scope=scope,
-        operation_id=draft.operation_id,
-        operation="remember",
-        request_fingerprint=draft.fingerprint,
-        result=_receipt_meta(draft.view, operation="remember", revision_version=1),
-    )
-    if replay is not None and draft.operation_id is not None:
-        return _replay_item(replay, draft.operation_id)
-    _reserve_slot(scope, draft.now)
-    draft.item.save(force_insert=True)
-    draft.revision.save(force_insert=True)
-    return _remembered(scope, draft)
+def _refusal(code: str, extra: dict[str, Any]) -> ApplicationError:
+    """The error a refused remember raises, with its message."""
+    if code == IDEMPOTENCY_KEY_REUSED:
+        return idempotency_key_reused()
+    if code == MEMORY_QUOTA_EXCEEDED:
+        return quota_exceeded(limit=int(extra["limit"]))
+    raise ValueError(f"unknown remember refusal {code!r}")
 
 
 def _remembered(scope: MemoryScope, draft: _Draft) -> MemoryResult:

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from memory.scope import MemoryScope, memory_scope
-from memory.store import (
+from memory.stores import (
     MemoryStore,
     PortableMemoryStore,
     PostgresMemoryStore,

@@ -1,19 +1,19 @@
-"""Both memory stores (the PostgreSQL one and the portable one) take the common remember in one
-all-or-nothing write, and every other case (a new namespace, a replay, a full namespace) writes nothing
-there and is answered by the general path."""
+"""Both memory stores (the PostgreSQL one and the portable one) perform a whole remember and answer
+what happened: the common case in one all-or-nothing write, a new namespace created with its first
+item, a replay or a refusal with nothing written, inside or outside a transaction."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memory import services
 from memory.models import MemoryItem, MemoryNamespace, MemoryReceipt, MemoryRevision
 from memory.services.remember import _draft
-from memory.store import MemoryStore, PortableMemoryStore, PostgresMemoryStore
+from memory.stores import MemoryStore, PortableMemoryStore, PostgresMemoryStore, Refused, Remembered, Replay
 from opencompany.core.errors import ApplicationError
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,8 +41,8 @@ def _draft_for(scope, content, operation_id=None):
     )
 
 
-def _remember_new(store, draft, limit=100):
-    return store.remember_new(
+def _remember(store, draft, limit=100):
+    return store.remember(
         item=draft.item, revision=draft.revision, receipt=draft.receipt, limit=limit, now=draft.now
     )
 
@@ -105,7 +105,7 @@ def test_common_remember_is_one_write_of_item_revision_and_receipt(scope, events
     ]
 
 
-def test_replay_and_full_namespace_fall_back_to_the_general_answers(scope, settings, events, store):
+def test_a_replay_and_a_full_namespace_are_answered_with_nothing_written(scope, settings, events, store):
     first = services.memory_remember(scope=scope, content="one", actor="owner:1", operation_id="op-a")
     events.subscribe(f"owner.{scope.owner_id}")
     again = services.memory_remember(scope=scope, content="one", actor="owner:1", operation_id="op-a")
@@ -116,37 +116,64 @@ def test_replay_and_full_namespace_fall_back_to_the_general_answers(scope, setti
 
     assert (again.receipt.applied, again.memory["id"]) == (False, first.memory["id"])
     assert full.value.code == "memory_quota_exceeded"
+    assert full.value.extra == {"limit": 1}
     assert MemoryItem.objects.count() == 1
     assert MemoryNamespace.objects.get(pk=scope.namespace).item_count == 1
     assert MemoryReceipt.objects.filter(operation_id="op-b").exists() is False
     assert events.drain() == []
 
 
-def test_the_store_writes_nothing_in_a_namespace_that_does_not_exist(scope, store):
-    assert _remember_new(store, _draft_for(scope, "first", "op-1")) is None
+def test_the_store_creates_the_namespace_with_its_first_item(scope, store):
+    draft = _draft_for(scope, "first", "op-1")
 
-    assert MemoryNamespace.objects.exists() is False
-    assert MemoryItem.objects.exists() is False
-    assert MemoryRevision.objects.exists() is False
-    assert MemoryReceipt.objects.exists() is False
+    outcome = _remember(store, draft)
+
+    item = MemoryItem.objects.get()
+    assert outcome == Remembered(item.pk)
+    assert (item.memory_id, item.content) == (draft.item.memory_id, "first")
+    namespace = MemoryNamespace.objects.get()
+    assert (namespace.pk, namespace.item_count, namespace.owner_id, namespace.memory_node_id) == (
+        scope.namespace,
+        1,
+        scope.owner_id,
+        scope.memory_node_id,
+    )
+    assert MemoryRevision.objects.get().memory_id == item.memory_id
+    assert MemoryReceipt.objects.get().operation_id == "op-1"
 
 
-def test_the_store_writes_nothing_in_a_full_namespace(scope, store):
+def test_the_store_refuses_a_full_namespace_and_writes_nothing(scope, store):
     services.memory_remember(scope=scope, content="one", actor="owner:1")
 
-    assert _remember_new(store, _draft_for(scope, "two", "op-2"), limit=1) is None
+    outcome = _remember(store, _draft_for(scope, "two", "op-2"), limit=1)
 
+    assert outcome == Refused("memory_quota_exceeded", {"limit": 1})
     assert MemoryNamespace.objects.get(pk=scope.namespace).item_count == 1
     assert list(MemoryItem.objects.values_list("content", flat=True)) == ["one"]
     assert MemoryRevision.objects.count() == 1
     assert MemoryReceipt.objects.exists() is False
 
 
-def test_the_store_writes_nothing_and_keeps_the_count_when_the_receipt_is_claimed(scope, store):
+def test_the_store_answers_the_same_request_again_with_its_receipt_and_writes_nothing(scope, store):
+    services.memory_remember(scope=scope, content="one", actor="owner:1", operation_id="op-a")
+    earlier = MemoryReceipt.objects.get(operation_id="op-a")
+
+    outcome = _remember(store, _draft_for(scope, "one", "op-a"))
+
+    assert outcome == Replay(earlier)
+    assert outcome.receipt.result == earlier.result
+    assert MemoryNamespace.objects.get(pk=scope.namespace).item_count == 1
+    assert list(MemoryItem.objects.values_list("content", flat=True)) == ["one"]
+    assert MemoryRevision.objects.count() == 1
+    assert MemoryReceipt.objects.filter(operation_id="op-a").count() == 1
+
+
+def test_the_store_refuses_another_request_under_a_used_operation_id_and_writes_nothing(scope, store):
     services.memory_remember(scope=scope, content="one", actor="owner:1", operation_id="op-a")
 
-    assert _remember_new(store, _draft_for(scope, "one again", "op-a")) is None
+    outcome = _remember(store, _draft_for(scope, "one again", "op-a"))
 
+    assert outcome == Refused("idempotency_key_reused")
     assert MemoryNamespace.objects.get(pk=scope.namespace).item_count == 1
     assert list(MemoryItem.objects.values_list("content", flat=True)) == ["one"]
     assert MemoryRevision.objects.count() == 1
@@ -157,11 +184,24 @@ def test_the_store_answers_the_new_items_key(scope, store):
     services.memory_remember(scope=scope, content="one", actor="owner:1")
     draft = _draft_for(scope, "two")
 
-    pk = _remember_new(store, draft)
+    outcome = _remember(store, draft)
 
     item = MemoryItem.objects.get(content="two")
-    assert pk == item.pk
+    assert outcome == Remembered(item.pk)
     assert item.memory_id == draft.item.memory_id
     assert MemoryRevision.objects.get(memory_id=item.memory_id).version == 1
     assert MemoryNamespace.objects.get(pk=scope.namespace).item_count == 2
+    assert MemoryReceipt.objects.exists() is False
+
+
+def test_the_store_remembers_inside_an_open_transaction_and_rolls_back_with_it(scope, store):
+    services.memory_remember(scope=scope, content="one", actor="owner:1")
+
+    with transaction.atomic():
+        outcome = _remember(store, _draft_for(scope, "two", "op-2"))
+        assert outcome == Remembered(MemoryItem.objects.get(content="two").pk)
+        transaction.set_rollback(True)
+
+    assert list(MemoryItem.objects.values_list("content", flat=True)) == ["one"]
+    assert MemoryNamespace.objects.get(pk=scope.namespace).item_count == 1
     assert MemoryReceipt.objects.exists() is False
