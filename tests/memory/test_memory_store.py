@@ -205,3 +205,18 @@ def test_the_store_remembers_inside_an_open_transaction_and_rolls_back_with_it(s
     assert list(MemoryItem.objects.values_list("content", flat=True)) == ["one"]
     assert MemoryNamespace.objects.get(pk=scope.namespace).item_count == 1
     assert MemoryReceipt.objects.exists() is False
+
+
+# The first remember in a namespace: PostgreSQL's statement, the reads of why it wrote nothing (the
+# receipt, the namespace), the namespace's insert and the statement again; the portable store's claim,
+# a slot it cannot take yet, the namespace's insert, then the slot, the item and the revision.
+FIRST_REMEMBER_STATEMENTS: dict[type[MemoryStore], int] = {PostgresMemoryStore: 5, PortableMemoryStore: 6}
+
+
+def test_the_first_remember_in_a_namespace_creates_it_in_a_few_statements(scope, store):
+    with CaptureQueriesContext(connection) as queries:
+        result = services.memory_remember(scope=scope, content="first", actor="owner:1", operation_id="op-1")
+
+    assert len(_statements(queries)) == FIRST_REMEMBER_STATEMENTS[type(store)]
+    assert MemoryItem.objects.get().memory_id == result.memory["id"]
+    assert MemoryNamespace.objects.get(pk=scope.namespace).item_count == 1
