@@ -36,7 +36,7 @@ class PortableMemoryStore(MemoryStore):
     ) -> RememberOutcome:
         with transaction.atomic():
             if receipt is not None and not receipt_insert(receipt):
-                # A concurrent claim of the same id waited on the unique index until it committed.
+                # The id is taken (a concurrent claim of it waited on the unique index until that committed).
                 existing = MemoryReceipt.objects.get(
                     namespace=receipt.namespace, operation_id=receipt.operation_id
                 )
