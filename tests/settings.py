@@ -6,6 +6,7 @@ async tests use each hold a connection at once. Under pytest-xdist each worker h
 as it has its own test database, so no worker sees another's channel groups."""
 
 import os
+from typing import Any
 
 from opencompany.settings import *  # noqa: F403
 from opencompany.settings import CHANNEL_LAYERS, DATABASES, DB_POOL
@@ -16,7 +17,6 @@ if DB_POOL and not os.environ.get("DB_POOL_MAX_SIZE"):
     DATABASES["default"]["OPTIONS"]["pool"]["max_size"] = 24
 
 _worker = os.environ.get("PYTEST_XDIST_WORKER")
-if _worker and "CONFIG" in CHANNEL_LAYERS["default"]:
-    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = (
-        f"{CHANNEL_LAYERS['default']['CONFIG']['prefix']}-{_worker}"
-    )
+_layer: dict[str, Any] = CHANNEL_LAYERS["default"]
+if _worker and "CONFIG" in _layer:
+    _layer["CONFIG"]["prefix"] = f"{_layer['CONFIG']['prefix']}-{_worker}"
