@@ -8,11 +8,11 @@ runs runs on any number of worker processes) or `manual` (nothing is started; te
 `run.<run_id>`, with a database re-check as the fallback.
 
 Modules: `dispatch` (where a run executes and how it is started; the chat app registers `dispatch_run`
-as the services' run dispatcher), `prepare` (the agent, model and tools, and the turn's beginning),
-`probe` (the OpenAI-compatible server's verified capabilities), `sink` (the per-turn appends), `stream`
-(events, draft and heartbeat), `stop` (the stop listener), `runtime` (agents whose runtime is a program:
-Claude Code, Codex CLI) and `run` (`execute_run`). Import the public
-names from this package.
+as the services' run dispatcher), `tasks` (the task the `tasks` executor enqueues), `prepare` (the
+agent, model and tools, and the turn's beginning), `probe` (the OpenAI-compatible server's verified
+capabilities), `sink` (the per-turn appends), `stream` (events, draft and heartbeat), `stop` (the stop
+listener), `runtime` (agents whose runtime is a program: Claude Code, Codex CLI) and `run`
+(`execute_run`). Import the public names from this package.
 """
 
 from chat.executor.dispatch import dispatch_run, run_loop_for_process, spawn

@@ -18,8 +18,8 @@ from django.conf import settings
 
 from chat.executor.live import live_run_end, live_run_expect
 from chat.executor.run import execute_run
+from chat.executor.tasks import execute_run_task
 from chat.models import ChatRun
-from chat.tasks import execute_run_task
 from opencompany.core.events import serving_loop
 
 logger = logging.getLogger("chat.executor")
