@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conversations.notes import notes_add, notes_read, notes_remove, notes_replace
+from conversations.services import notes_add, notes_read, notes_remove, notes_replace
 from conversations.types import ConversationKey
 from opencompany.core.errors import ApplicationError
 from opencompany.llm.tools import ToolContext, ToolResult, ToolSpec, register_tool, tool_error

@@ -26,7 +26,6 @@ from chat.services._common import (
 from chat.stores import chat_store
 from conversations import services as conversations
 from conversations.models import AgentConversation
-from conversations.notes import render_notes_block
 from conversations.selectors import (
     conversation_cursor,
     conversation_for_update,
@@ -35,6 +34,7 @@ from conversations.selectors import (
     head_notes,
     notes_read,
 )
+from conversations.services import render_notes_block
 from conversations.types import ConversationKey
 from graphs.hooks import ResetContext
 from opencompany.core.events import chat_group, publish_on_commit

@@ -25,6 +25,7 @@ from conversations.services.binding import conversation_runtime_bind, conversati
 from conversations.services.conversation import conversation_append, conversation_rewind, conversation_save
 from conversations.services.epoch import EpochStart, conversation_start_epoch
 from conversations.services.erase import conversations_erase
+from conversations.services.notes import notes_add, notes_remove, notes_replace, render_notes_block
 from conversations.services.snapshots import (
     BRANCH_SNAPSHOT_MAX_BYTES,
     BRANCH_SNAPSHOTS_PER_THREAD,
@@ -53,5 +54,9 @@ __all__ = [
     "conversations_archive_for_workflow",
     "conversations_erase",
     "conversations_owner_change_hook",
+    "notes_add",
     "notes_read",
+    "notes_remove",
+    "notes_replace",
+    "render_notes_block",
 ]

@@ -21,7 +21,6 @@ from django.utils import timezone
 
 from conversations import errors
 from conversations.models import AgentConversation, CompactionAttempt, ConversationMessage, ProviderCall
-from conversations.notes import render_notes_block
 from conversations.services._common import (
     _error,
     _lock_head,
@@ -29,6 +28,7 @@ from conversations.services._common import (
     _workflow_owner_id,
     _write_from,
 )
+from conversations.services.notes import render_notes_block
 from conversations.stores import Refused, chain_digests, conversation_store
 from conversations.types import ConversationKey
 from opencompany.core.errors import ApplicationError, invalid, not_found

@@ -13,8 +13,8 @@ from chat.models import ChatMessage, ChatNote, ChatRun, ChatThread
 from chat.selectors import chat_history
 from conversations import services as conversations
 from conversations.models import BranchSnapshot
-from conversations.notes import notes_add
 from conversations.selectors import conversation_cursor, conversation_load
+from conversations.services import notes_add
 from conversations.types import ConversationKey
 from graphs import services as graph_services
 from opencompany.core.errors import ApplicationError

@@ -20,9 +20,8 @@ from chat import services
 from chat.executor import execute_run
 from chat.models import ChatRun
 from conversations.models import AgentConversation, CompactionAttempt, ProviderCall
-from conversations.notes import notes_add, notes_read
 from conversations.selectors import conversation_load
-from conversations.services import conversation_clear
+from conversations.services import conversation_clear, notes_add, notes_read
 from conversations.types import ConversationKey
 from graphs import services as graph_services
 from opencompany.core import events as core_events

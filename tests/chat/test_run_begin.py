@@ -13,9 +13,8 @@ from chat import services
 from chat.executor import prepare_run
 from chat.models import ChatNote, ChatRun
 from conversations.models import ConversationMessage
-from conversations.notes import notes_add, render_notes_block
 from conversations.selectors import conversation_cursor, conversation_load, notes_read
-from conversations.services import conversation_append
+from conversations.services import conversation_append, notes_add, render_notes_block
 from conversations.types import ConversationKey
 from opencompany.core.errors import ApplicationError
 from opencompany.core.events import owner_group

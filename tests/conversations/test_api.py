@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conversations.models import AgentConversation, ConversationArchive
-from conversations.notes import notes_add
-from conversations.services import conversation_append
+from conversations.services import conversation_append, notes_add
 from conversations.types import ConversationKey
 from tests.conftest import node_id
 from tests.conversations.conftest import turns

@@ -8,7 +8,6 @@ import pytest
 from django.utils import timezone
 
 from conversations.models import AgentConversation, BranchSnapshot, CompactionAttempt
-from conversations.notes import notes_add, notes_read
 from conversations.selectors import conversation_cursor, conversation_load
 from conversations.services import (
     BRANCH_SNAPSHOTS_PER_THREAD,
@@ -17,6 +16,8 @@ from conversations.services import (
     conversation_append,
     conversation_rewind,
     conversation_save,
+    notes_add,
+    notes_read,
 )
 from conversations.services.context import conversation_compact
 from conversations.types import ConversationCursor

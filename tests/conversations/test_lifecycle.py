@@ -10,9 +10,8 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from conversations.models import AgentConversation, ConversationArchive, ConversationMessage
-from conversations.notes import notes_add, notes_read
 from conversations.selectors import conversation_load
-from conversations.services import conversation_append, conversation_clear
+from conversations.services import conversation_append, conversation_clear, notes_add, notes_read
 from conversations.types import ConversationKey
 from graphs import services as graph_services
 from graphs.models import ContextArchiveOutbox

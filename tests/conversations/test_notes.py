@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from conversations.models import AgentConversation
-from conversations.notes import notes_add, notes_read, notes_remove, notes_replace, render_notes_block
-from conversations.services import conversation_append, conversation_clear
+from conversations.services import (
+    conversation_append,
+    conversation_clear,
+    notes_add,
+    notes_read,
+    notes_remove,
+    notes_replace,
+    render_notes_block,
+)
 from conversations.tools import NOTES_TOOL
 from opencompany.core.errors import ApplicationError
 from opencompany.llm.tools import ToolContext, get_tool, validate_arguments

@@ -209,7 +209,7 @@ def test_save_of_an_empty_list_for_a_missing_key_creates_nothing(key):
 def test_clear_archives_then_empties_and_keeps_revision_monotonic(
     key, events, django_capture_on_commit_callbacks
 ):
-    from conversations.notes import notes_add
+    from conversations.services import notes_add
 
     conversation_append(key=key, messages=turns(3), expected_length=0)
     notes_add(key=key, text="the bug is in Y")
