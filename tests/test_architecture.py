@@ -1,8 +1,13 @@
-"""The import graph: no module of the project imports itself back through other modules, and the
-shared kernel (`opencompany.core`, `opencompany.llm`) imports no app.
+"""The import graph: no module and no package of the project imports itself back through others, the
+shared kernel (`opencompany.core`, `opencompany.llm`) imports no app, and only the named wiring modules
+of the project package (settings, urls, routing, asgi, wsgi, the server) may import an app.
 
 Every `import` counts, at module level or inside a function (a lazy import still makes two modules
 depend on each other), read with `ast` from the sources without importing them.
+
+Packages are checked level by level: inside each package, its modules and its subpackages (each taken
+whole) must not import each other round. At the top, the parts are the apps, the kernel packages and
+each wiring module: the project package only groups them.
 """
 
 from __future__ import annotations
@@ -16,7 +21,18 @@ from pathlib import Path
 from django.conf import settings
 
 ROOT = Path(settings.BASE_DIR)
+PROJECT = "opencompany"
 KERNEL = ("opencompany.core", "opencompany.llm")
+# The modules that put the project together, the only ones beside the kernel in the project package and
+# the only ones there that may import an app.
+WIRING = (
+    "opencompany.asgi",
+    "opencompany.routing",
+    "opencompany.server",
+    "opencompany.settings",
+    "opencompany.urls",
+    "opencompany.wsgi",
+)
 
 
 def _apps() -> tuple[str, ...]:
@@ -38,7 +54,7 @@ def _module_name(path: Path) -> str:
 def _modules() -> dict[str, Path]:
     """Every module of the apps and of the project package, by dotted name."""
     found: dict[str, Path] = {}
-    for package in (*_apps(), "opencompany"):
+    for package in (*_apps(), PROJECT):
         for path in sorted((ROOT / package).rglob("*.py")):
             if "__pycache__" not in path.parts:
                 found[_module_name(path)] = path
@@ -77,20 +93,48 @@ def _resolve(target: str) -> str | None:
 
 
 @cache
-def _graph() -> dict[str, dict[str, int]]:
-    """module -> {imported project module: first line importing it}."""
-    graph: dict[str, dict[str, int]] = {}
+def _graph() -> dict[str, dict[str, str]]:
+    """module -> {imported project module: where (the first line importing it)}."""
+    graph: dict[str, dict[str, str]] = {}
     for name, path in _modules().items():
-        edges: dict[str, int] = {}
+        edges: dict[str, str] = {}
         for target, line in _imported_names(name, path):
             resolved = _resolve(target)
             if resolved is not None and resolved != name:
-                edges.setdefault(resolved, line)
+                edges.setdefault(resolved, f"line {line}")
         graph[name] = edges
     return graph
 
 
-def _strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+def _part(module: str, package: str) -> str | None:
+    """The part of `package` holding `module`: the child module, or the child subpackage taken whole.
+    None for the package's own `__init__` and for modules outside it. The top ("") is split into the
+    apps, the kernel packages and the wiring modules."""
+    if not package:
+        head, _, rest = module.partition(".")
+        return f"{head}.{rest.partition('.')[0]}" if head == PROJECT and rest else head
+    if not module.startswith(f"{package}."):
+        return None
+    return f"{package}.{module[len(package) + 1 :].partition('.')[0]}"
+
+
+def _parts_graph(graph: dict[str, dict[str, str]], package: str) -> dict[str, dict[str, str]]:
+    """part -> {imported part of the same package: where (the first module and line importing it)}."""
+    parts: dict[str, dict[str, str]] = {}
+    for module, edges in sorted(graph.items()):
+        source = _part(module, package)
+        if source is None:
+            continue
+        parts.setdefault(source, {})
+        for target, where in sorted(edges.items()):
+            destination = _part(target, package)
+            if destination is not None and destination != source:
+                parts[source].setdefault(destination, f"{module} {where}")
+                parts.setdefault(destination, {})
+    return parts
+
+
+def _strongly_connected(graph: dict[str, dict[str, str]]) -> list[list[str]]:
     """Tarjan's components of more than one module, each sorted, in a stable order."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -125,7 +169,7 @@ def _strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     return sorted(components)
 
 
-def _a_cycle(graph: dict[str, dict[str, int]], component: list[str]) -> list[str]:
+def _a_cycle(graph: dict[str, dict[str, str]], component: list[str]) -> list[str]:
     """One concrete loop through the component's first module (shortest by breadth-first search)."""
     start, members = component[0], set(component)
     paths = {start: [start]}
@@ -143,11 +187,18 @@ def _a_cycle(graph: dict[str, dict[str, int]], component: list[str]) -> list[str
     return component
 
 
-def _describe(graph: dict[str, dict[str, int]], loop: list[str]) -> str:
+def _describe(graph: dict[str, dict[str, str]], loop: list[str]) -> str:
     return (
-        " -> ".join(f"{module} (line {graph[module][nxt]})" for module, nxt in itertools.pairwise(loop))
+        " -> ".join(f"{module} ({graph[module][nxt]})" for module, nxt in itertools.pairwise(loop))
         + f" -> {loop[-1]}"
     )
+
+
+def _loops(graph: dict[str, dict[str, str]]) -> list[str]:
+    return [
+        f"{len(component)} ({', '.join(component)}), e.g. {_describe(graph, _a_cycle(graph, component))}"
+        for component in _strongly_connected(graph)
+    ]
 
 
 def test_the_walk_sees_every_app_and_the_kernel():
@@ -161,27 +212,85 @@ def test_the_walk_sees_every_app_and_the_kernel():
 
 
 def test_no_modules_of_the_project_import_each_other():
-    graph = _graph()
-
-    loops = [
-        f"{len(component)} modules ({', '.join(component)}), e.g. {_describe(graph, _a_cycle(graph, component))}"
-        for component in _strongly_connected(graph)
-    ]
+    loops = _loops(_graph())
 
     assert loops == [], "modules importing each other:\n" + "\n".join(loops)
 
 
-def test_the_shared_kernel_imports_no_app():
+def test_no_packages_of_the_project_import_each_other():
+    graph = _graph()
+    packages = sorted(name for name, path in _modules().items() if path.name == "__init__.py")
+
+    loops = [
+        f"in {package or 'the project'}: {loop}"
+        for package in ("", *packages)
+        for loop in _loops(_parts_graph(graph, package))
+    ]
+
+    assert loops == [], "packages importing each other:\n" + "\n".join(loops)
+
+
+def test_the_project_package_holds_the_kernel_and_the_named_wiring_only():
+    outside_the_kernel = {
+        name
+        for name in _modules()
+        if name.startswith(f"{PROJECT}.") and not name.startswith(tuple(f"{k}." for k in KERNEL))
+    } - set(KERNEL)
+
+    assert outside_the_kernel == set(WIRING)
+
+
+def test_the_shared_kernel_imports_no_app_and_no_wiring():
     apps = _apps()
     offending = [
         f"{name} line {line}: {target}"
         for name, path in _modules().items()
         if name.startswith(KERNEL)
         for target, line in _imported_names(name, path)
-        if target.split(".")[0] in apps
+        if target.split(".")[0] in apps or _resolve(target) in WIRING
     ]
 
     assert offending == []
+
+
+def test_only_the_named_wiring_modules_import_apps_from_the_project_package():
+    apps = _apps()
+    importing_apps = {
+        name
+        for name, path in _modules().items()
+        if name.split(".")[0] == PROJECT
+        for target, _line in _imported_names(name, path)
+        if target.split(".")[0] in apps
+    }
+
+    assert importing_apps == {"opencompany.asgi", "opencompany.routing"}
+    assert importing_apps <= set(WIRING)
+
+
+def test_a_loop_between_a_module_and_a_sibling_package_is_found():
+    graph = {
+        "chat.tasks": {"chat.executor.run": "line 6"},
+        "chat.executor.run": {"chat.models": "line 3"},
+        "chat.executor.dispatch": {"chat.tasks": "line 22", "chat.executor.run": "line 4"},
+        "chat.models": {},
+    }
+
+    assert _loops(graph) == []
+    assert _loops(_parts_graph(graph, "chat")) == [
+        "2 (chat.executor, chat.tasks), e.g. chat.executor (chat.executor.dispatch line 22) -> chat.tasks "
+        "(chat.tasks line 6) -> chat.executor"
+    ]
+    assert _loops(_parts_graph(graph, "chat.executor")) == []
+
+
+def test_the_top_splits_the_project_package_into_kernel_and_wiring():
+    assert _part("opencompany.core.errors", "") == "opencompany.core"
+    assert _part("opencompany.asgi", "") == "opencompany.asgi"
+    assert _part("opencompany", "") == "opencompany"
+    assert _part("chat.executor.run", "") == "chat"
+    assert _part("chat.executor.run", "chat") == "chat.executor"
+    assert _part("chat", "chat") is None
+    assert _part("memory.models", "chat") is None
 
 
 def test_imports_inside_functions_and_relative_imports_are_read(tmp_path):
@@ -196,3 +305,20 @@ def test_imports_inside_functions_and_relative_imports_are_read(tmp_path):
         ("chat.executor.dispatch_run", 5),
         ("chat.executor", 5),
     }
+
+
+def test_an_app_importing_the_wiring_that_imports_it_is_a_loop_at_the_top():
+    graph = {
+        "opencompany.asgi": {"chat.watchdog": "line 18", "opencompany.core.events": "line 20"},
+        "opencompany.routing": {"chat.routing": "line 5"},
+        "opencompany.core.events": {},
+        "chat.watchdog": {"opencompany.core.events": "line 9"},
+        "chat.routing": {},
+        "chat.consumers": {"opencompany.routing": "line 3"},
+    }
+
+    assert _loops(graph) == []
+    assert _loops(_parts_graph(graph, "")) == [
+        "2 (chat, opencompany.routing), e.g. chat (chat.consumers line 3) -> opencompany.routing "
+        "(opencompany.routing line 5) -> chat"
+    ]
