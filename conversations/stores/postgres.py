@@ -59,7 +59,7 @@ from opencompany.core.db import (
 # update matched nothing does `found` read the head (and the digest an append raced past would still
 # start with) as the statement's snapshot holds it.
 # The arrays go in binary (%b): length-prefixed elements. As text, psycopg would backslash-escape every
-# quote of every message's JSON and the server would parse the array literal back (docs/benchmarks.md).
+# quote of every message's JSON and the server would parse the array literal back.
 _PG_APPEND_SQL = """
 WITH head AS (
     UPDATE conversations_agentconversation AS c SET
@@ -100,7 +100,7 @@ class PostgresConversationStore(LockedAppend, ConversationStore):
 
     def __init__(self) -> None:
         # The stored texts in order, parsed by one json.loads of their join. Aggregating them in the
-        # statement instead (string_agg ... ORDER BY) measured slower at every size (docs/benchmarks.md).
+        # statement instead (string_agg ... ORDER BY) measured slower at every size (docs/benchmarks-log.md).
         quote = connection.ops.quote_name
         self.load_sql = f"SELECT m.{quote('wire')}::text {load_where()} ORDER BY m.{quote('seq')}"
 

@@ -12,7 +12,7 @@ fields, so a hand-written statement never restates a column's default.
 
 When something observes queries (``DEBUG`` query logging, ``CaptureQueriesContext``, an
 ``execute_wrapper``), the statement goes through Django's cursor wrapper like any other; otherwise
-it skips that layer, whose cost per call is in docs/benchmarks.md. Errors are translated to Django's
+it skips that layer, whose cost per call is in docs/decisions.md. Errors are translated to Django's
 exceptions either way.
 
 A prepared statement is planned for its values for its first five runs before PostgreSQL settles on

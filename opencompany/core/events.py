@@ -89,7 +89,7 @@ class _PublisherThread:
     """The publisher of a process without a serving loop (a script, a command, a worker) on the batch
     layer: one daemon thread sending through the layer's blocking batch send. `put` costs the caller a
     queue append; the thread sends everything waiting as one batch, in arrival order. A blocking client
-    in a thread costs the writers less CPU than an event loop in one (docs/benchmarks.md)."""
+    in a thread costs the writers less CPU than an event loop in one (docs/decisions.md)."""
 
     def __init__(self, layer: BatchPubSubChannelLayer) -> None:
         self.layer = layer
