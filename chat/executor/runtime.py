@@ -28,8 +28,9 @@ from conversations import services as conversations
 from conversations.selectors import conversation_runtime_binding
 from opencompany.core.asyncdb import db_call
 from opencompany.core.json import canonical_json
+from opencompany.llm.commit import CallRecord
 from opencompany.llm.context import context_adapter
-from opencompany.llm.loop import CallRecord, LoopResult, OnEvent
+from opencompany.llm.loop import LoopResult, OnEvent
 from opencompany.llm.providers.base import Request, Usage
 from opencompany.llm.runtimes import (
     McpToolServer,
@@ -120,6 +121,7 @@ async def run_with_runtime(
             config=config,
             on_event=on_event,
             tool_result_max_chars=prepared.tool_result_max_chars,
+            run_id=run.run_id,
         )
         if outcome.resume_failed:
             logger.info("runtime session not resumable run=%s runtime=%s", run.run_id, runtime.name)
@@ -131,6 +133,7 @@ async def run_with_runtime(
                 config=config,
                 on_event=on_event,
                 tool_result_max_chars=prepared.tool_result_max_chars,
+                run_id=run.run_id,
             )
     await _record_turn(prepared, runtime, outcome, sink)
     if key is not None and runtime.resumable:

@@ -28,7 +28,7 @@ from opencompany.core.asyncdb import db_call
 from opencompany.core.errors import ApplicationError
 from opencompany.core.retry import commit_retry
 from opencompany.core.unavailable import transient_database_error
-from opencompany.llm.loop import CallRecord, CompactionCandidate, CompactionReport
+from opencompany.llm.commit import CallRecord, CompactionCandidate, CompactionReport
 from opencompany.llm.providers import Usage
 from opencompany.llm.wire import Message, make_assistant, make_text
 

@@ -1,8 +1,10 @@
 """The agent loop: stream the model, run the tools it asks for, commit every step through a sink.
 
 Commit order per iteration: the complete assistant message before any of its tools runs;
-each tool result before the next provider request; the final answer (with the run's usage) last. A sink
-failure ends the run at that boundary (``persist_failed``) and nothing more reaches the sink.
+each tool result before the next provider request; the final answer (with the run's usage) last. Every
+write goes through the run's :class:`~opencompany.llm.commit.Committer`: a sink failure ends the run at
+that boundary (``persist_failed``, or ``context_changed`` when the Context moved under the run) and
+nothing more reaches the sink.
 
 Stop is honoured between stream events (and while waiting for the next one) and between tools:
 
@@ -19,18 +21,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import inspect
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from opencompany.core.json import canonical_json, json_size
 
+from .commit import (
+    CallRecord,
+    CommitFailed,
+    Committer,
+    CompactionCandidate,
+    CompactionReport,
+    Sink,
+    stopped_answer,
+)
 from .context import CompactionPolicy, ContextAdapter, context_adapter, estimate_tokens
-from .fidelity import PORTABLE, stamp
 from .policies import (
     DEFAULT_TOOL_RESULT_MAX_CHARS,
     DEFAULT_TRANSCRIPT_BUDGET_BYTES,
@@ -54,101 +65,20 @@ from .providers.base import (
     Usage,
 )
 from .tools import ToolContext, ToolSpec, tool_error, tools_by_name, validate_arguments
-from .wire import Message, make_assistant, make_text, make_tool_result, make_user, text_of, tool_calls_of
+from .wire import (
+    Block,
+    Message,
+    make_tool_result,
+    make_user,
+    text_of,
+    tool_calls_of,
+)
 
 logger = logging.getLogger(__name__)
 
-PERSIST_FAILED = "persist_failed"
-CONTEXT_CHANGED = "context_changed"
 NOT_RUN_TEXT = "Not run: the owner stopped this answer before this tool call started."
 
 LoopStatus = Literal["finished", "stopped", "error", "iteration_limit"]
-
-
-class Sink(Protocol):
-    """Where the loop commits the conversation. Each method returns once the write is durable."""
-
-    async def assistant(self, message: Message) -> None:
-        """An assistant message with tool calls, committed before any of them runs."""
-
-    async def tool_result(self, message: Message) -> None:
-        """One tool result (role ``tool``), committed before the next provider request."""
-
-    async def final(self, message: Message, usage: Usage) -> None:
-        """The run's last assistant message (complete, or partial with ``metadata.status == "stopped"``),
-        with the usage summed over the run so far. Called at most once."""
-
-    async def replace_all(self, messages: list[Message]) -> None:
-        """Whole-list save (cleared old results): the transcript is now exactly ``messages``."""
-
-
-class ContextSink(Protocol):
-    """What a sink that keeps the agent's Context adds (the loop uses each method the sink has).
-
-    ``record_call``: the ledger row and request record of one provider call, written when the call
-    ends whatever its outcome; the conversation's pressure follows it when the request's head is
-    still the stored one. ``compact``: activate a compaction candidate (a compare-and-swap on the head
-    the candidate was cut from), returning the new notes block; raises an error with code
-    ``context_changed`` when the head moved. ``compaction_attempt``: a refused or failed compaction.
-    """
-
-    async def record_call(self, call: CallRecord) -> None: ...
-
-    async def compact(self, candidate: CompactionCandidate) -> str: ...
-
-    async def compaction_attempt(self, attempt: CompactionReport) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    """One provider call as the ledger and the request record keep it: no content, digests only.
-
-    ``message_count``: the request sent the first ``message_count`` messages of the conversation.
-    ``pressure``: the request's input tokens (the provider's count, or an estimate when
-    ``pressure_estimated``)."""
-
-    kind: str
-    status: str
-    provider: str
-    model: str
-    usage: Usage | None
-    settings: dict[str, Any]
-    system_digest: str
-    notes_digest: str
-    tools_digest: str
-    message_count: int
-    pressure: int
-    pressure_estimated: bool
-    output_headroom: int
-    context_window: int
-    runtime: str = ""
-    fidelity: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionCandidate:
-    """The conversation from ``boundary`` on, with the prefix's findings for the working-notes slot."""
-
-    boundary: int
-    messages_before: int
-    messages: list[Message]
-    findings: str
-    tokens_before: int
-    tokens_after: int
-    system_digest: str
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionReport:
-    """A compaction that was not applied: ``outcome`` ``refused`` or ``failed``, and why."""
-
-    outcome: str
-    reason: str
-    messages_before: int
-    messages_after: int
-    tokens_before: int
-    tokens_after: int
-    system_digest: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +130,11 @@ class LoopResult:
     compactions: int = 0
     compaction_failures: int = 0
 
+    def fail(self, code: str, message: str, extra: dict[str, Any] | None = None) -> None:
+        """End the run as an error with ``code``."""
+        self.status = "error"
+        self.error_code, self.error_message, self.error_extra = code, message, extra or {}
+
 
 class ProviderSummarizer:
     """A :class:`Summarizer` backed by a provider: one request with a fixed instruction, no tools.
@@ -237,14 +172,6 @@ class ProviderSummarizer:
                     event.code, event.message, status=event.status, retry_after=event.retry_after
                 )
         return text_of(completed) if completed is not None else "".join(parts)
-
-
-class _PersistFailed(Exception):
-    pass
-
-
-class _ContextChanged(Exception):
-    pass
 
 
 def _digest(text: str) -> str:
@@ -433,123 +360,205 @@ async def run_agent_loop(
     and the runtime's capabilities allow it. A write refused with ``context_changed`` (the Context was
     cleared, reset or moved under the run) ends the run with that code.
     """
-    policies = policies or LoopPolicies()
-    tool_map = tools_by_name(tools)
-    base = dataclasses.replace(
+    loop = AgentLoop(
         request,
-        tools=list(request.tools) or list(tool_map.values()),
-        cancel=request.cancel if request.cancel is not None else stop,
+        provider,
+        tools,
+        sink,
+        stop,
+        tool_context=tool_context,
+        max_iterations=max_iterations,
+        tool_result_max_chars=tool_result_max_chars,
+        policies=policies,
+        on_event=on_event,
+        transcript_bytes=transcript_bytes,
     )
-    runtime_name = str(getattr(provider, "name", request.settings.provider))
-    adapter = policies.adapter or context_adapter(runtime_name)
-    capabilities = adapter.capabilities(request.settings)
-    summarizer = policies.summarizer or ProviderSummarizer(provider, request.settings)
-    record_call = getattr(sink, "record_call", None)
-    can_compact = capabilities.app_compaction and getattr(sink, "compact", None) is not None
-    messages: list[Message] = list(request.messages)
-    result = LoopResult(status="finished", messages=messages)
-    last_input = 0
-    added_bytes = 0
-    size = transcript_bytes if transcript_bytes is not None else json_size(messages)
-    window = capabilities.context_window
-    cpt = max(policies.chars_per_token, 1)
-    settings_record = _settings_record(request.settings)
+    return await loop.run()
 
-    async def commit(coro: Awaitable[None]) -> None:
-        try:
-            await coro
-        except Exception as exc:
-            if getattr(exc, "code", None) == CONTEXT_CHANGED:
-                raise _ContextChanged from exc
-            logger.warning(
-                "sink failed in run %s: %s", tool_context.run_id, type(exc).__name__, exc_info=True
-            )
-            raise _PersistFailed from exc
 
-    carried = getattr(provider, "request_fidelity", None)
+class AgentLoop:
+    """One firing of an agent, step by step: compact when the context is full, stream one request,
+    end on an answer, a stop or an error, else run the tools it asked for and clear old results.
 
-    async def record(kind: str, status: str, sent: Request, usage: Usage | None) -> None:
-        if record_call is None:
-            return
-        measure = adapter.measure_active_context(sent, reported=usage.input_tokens if usage else None)
-        # What the request carried, known before the answer: a failed call is labelled too.
-        fidelity = ""
-        if kind == "step":
-            fidelity = carried(sent) if carried is not None else str(getattr(provider, "fidelity", ""))
-        await commit(
-            record_call(
-                CallRecord(
-                    kind=kind,
-                    status=status,
-                    provider=runtime_name,
-                    model=request.settings.model,
-                    usage=usage,
-                    settings=settings_record,
-                    system_digest=_digest(sent.system_blocks[0]) if sent.system_blocks else "",
-                    notes_digest=_digest(sent.system_blocks[1]) if len(sent.system_blocks) > 1 else "",
-                    tools_digest=_tools_digest(sent.tools),
-                    message_count=len(messages) if kind == "step" else 0,
-                    pressure=measure.tokens,
-                    pressure_estimated=measure.estimated,
-                    output_headroom=sent.settings.max_output_tokens,
-                    context_window=window,
-                    runtime=runtime_name,
-                    fidelity=fidelity,
-                )
-            )
+    Every write goes through one :class:`Committer`; a write it could not make ends the run with the
+    committer's code. Sizes are tracked to decide compaction without re-measuring the transcript:
+    ``last_input`` (the provider's input tokens of the last request) plus what was added since.
+    """
+
+    def __init__(
+        self,
+        request: Request,
+        provider: Provider,
+        tools: Mapping[str, ToolSpec] | Sequence[ToolSpec],
+        sink: Sink,
+        stop: asyncio.Event,
+        *,
+        tool_context: ToolContext,
+        max_iterations: int = 25,
+        tool_result_max_chars: int = DEFAULT_TOOL_RESULT_MAX_CHARS,
+        policies: LoopPolicies | None = None,
+        on_event: OnEvent | None = None,
+        transcript_bytes: int | None = None,
+    ) -> None:
+        self.provider = provider
+        self.stop = stop
+        self.tool_context = tool_context
+        self.max_iterations = max_iterations
+        self.tool_result_max_chars = tool_result_max_chars
+        self.policies = policies or LoopPolicies()
+        self.on_event = on_event
+        self.tool_map = tools_by_name(tools)
+        self.base = dataclasses.replace(
+            request,
+            tools=list(request.tools) or list(self.tool_map.values()),
+            cancel=request.cancel if request.cancel is not None else stop,
         )
+        self.settings = request.settings
+        self.runtime = str(getattr(provider, "name", request.settings.provider))
+        self.adapter = self.policies.adapter or context_adapter(self.runtime)
+        capabilities = self.adapter.capabilities(request.settings)
+        self.window = capabilities.context_window
+        self.summarizer = self.policies.summarizer or ProviderSummarizer(provider, request.settings)
+        self.committer = Committer(sink, run_id=tool_context.run_id, messages=list(request.messages))
+        self.can_compact = capabilities.app_compaction and self.committer.can_compact
+        self.result = LoopResult(status="finished")
+        self.last_input = 0
+        self.added_bytes = 0
+        self.size = transcript_bytes if transcript_bytes is not None else json_size(request.messages)
+        self.settings_record = _settings_record(request.settings)
+        self.carried = getattr(provider, "request_fidelity", None)
 
-    async def compact() -> None:
-        nonlocal base, messages, last_input, added_bytes, size
+    @property
+    def messages(self) -> list[Message]:
+        return self.committer.messages
+
+    async def run(self) -> LoopResult:
+        try:
+            self.result.status = await self._iterate()
+        except CommitFailed as exc:
+            self.result.fail(exc.code, exc.message)
+        self.result.messages = self.messages
+        self.result.final_message = self.committer.final_message
+        return self.result
+
+    async def _iterate(self) -> LoopStatus:
+        for iteration in range(1, self.max_iterations + 1):
+            if self.stop.is_set():
+                return "stopped"
+            if self._context_is_full():
+                await self.compact()
+            self.result.iterations = iteration
+            ended = await self.step()
+            if ended is not None:
+                return ended
+            await self.clear_old_results()
+        return "iteration_limit"
+
+    # --- the steps ---------------------------------------------------------------------------------------
+
+    async def step(self) -> LoopStatus | None:
+        """One request and what follows from its answer: the status the run ends with, or None when
+        the tools ran and the loop goes on."""
+        sent = dataclasses.replace(self.base, messages=list(self.messages))
+        streamed = await _stream_once(self.provider, sent, self.stop, self.on_event)
+        if streamed.usage is not None:
+            self.result.usage = self.result.usage + streamed.usage
+            self.last_input, self.added_bytes = streamed.usage.input_tokens, 0
+        else:
+            self.last_input, self.added_bytes = 0, 0
+        if streamed.error is not None:
+            await self.record("step", "error", sent, streamed.usage)
+            error = streamed.error
+            self.result.fail(error.code, error.message, error.extra)
+            return "error"
+        if streamed.stopped or streamed.message is None:
+            await self.record("step", "stopped", sent, streamed.usage)
+            text = "".join(streamed.text)
+            if text:
+                runtime = str(getattr(self.provider, "name", "unknown"))
+                await self.committer.final(stopped_answer(text, runtime=runtime), self.result.usage)
+            return "stopped"
+        message = streamed.message
+        await self.record("step", "ok", sent, streamed.usage)
+        calls = tool_calls_of(message)
+        # A refused answer ends the run as it is: its calls are not run.
+        if not calls or (message.get("metadata") or {}).get("refusal"):
+            await self.committer.final(message, self.result.usage)
+            return "finished"
+        await self.committer.assistant(message)
+        self._grew(message)
+        return await self.run_tools(calls)
+
+    async def run_tools(self, calls: list[Block]) -> LoopStatus | None:
+        """Run the calls in order, each result committed before the next call starts; a Stop answers
+        the calls not started with ``not_run``."""
+        for call in calls:
+            if self.stop.is_set():
+                await self.committer.close_open_calls(NOT_RUN_TEXT, "not_run")
+                return "stopped"
+            tool_message = await _run_tool(call, self.tool_map, self.tool_context, self.tool_result_max_chars)
+            await self.committer.tool_result(tool_message)
+            self._grew(tool_message)
+            await _emit(self.on_event, ToolResultEvent(tool_message))
+        return None
+
+    async def clear_old_results(self) -> None:
+        """Past the transcript budget, older tool results are cleared and the whole list saved."""
+        budget = self.policies.transcript_budget_bytes
+        if not 0 < budget < self.size:
+            return
+        cleared = clear_old_results(self.messages, budget, size=self.size)
+        if cleared is not self.messages:
+            await self.committer.replace_all(cleared)
+            self._measured_again()
+
+    async def compact(self) -> None:
+        """Summarize the head of the conversation into the notes block and keep the latest turns, when
+        the summary is smaller and the kept turns replay; a refused attempt is recorded."""
+        messages = self.messages
         plan = plan_compaction(messages)
         if plan is None or all((m.get("metadata") or {}).get("summary") for m in plan.head):
             return
-        system_digest = _digest(base.system_blocks[0]) if base.system_blocks else ""
-        before = estimate_tokens(system_blocks=base.system_blocks, messages=messages, tools=base.tools)
-
-        async def refuse(outcome: str, reason: str, after: int = 0) -> None:
-            report = getattr(sink, "compaction_attempt", None)
-            if outcome == "failed":
-                result.compaction_failures += 1
-            if report is not None:
-                await commit(
-                    report(
-                        CompactionReport(
-                            outcome=outcome,
-                            reason=reason,
-                            messages_before=len(messages),
-                            messages_after=len(plan.tail),
-                            tokens_before=before,
-                            tokens_after=after,
-                            system_digest=system_digest,
-                        )
-                    )
-                )
-
+        system_digest = _digest(self.base.system_blocks[0]) if self.base.system_blocks else ""
+        before = estimate_tokens(
+            system_blocks=self.base.system_blocks, messages=messages, tools=self.base.tools
+        )
+        report = functools.partial(
+            CompactionReport,
+            messages_before=len(messages),
+            messages_after=len(plan.tail),
+            tokens_before=before,
+            system_digest=system_digest,
+        )
         try:
-            findings = await adapter.compact(plan.head, policies.compaction, summarizer)
+            findings = await self.adapter.compact(plan.head, self.policies.compaction, self.summarizer)
         except Exception as exc:
             # Failure keeps the conversation as it was; the run goes on with the longer transcript.
             logger.warning("compaction summarizer failed: %s", type(exc).__name__)
-            await _record_summary(record, summarizer, result, status="error")
-            await refuse("failed", "summarizer_failed")
+            await self._record_summary(status="error")
+            self.result.compaction_failures += 1
+            await self.committer.compaction_attempt(
+                report(outcome="failed", reason="summarizer_failed", tokens_after=0)
+            )
             return
-        await _record_summary(record, summarizer, result, status="ok")
-        notes = base.system_blocks[1] if len(base.system_blocks) > 1 else ""
+        await self._record_summary(status="ok")
+        notes = self.base.system_blocks[1] if len(self.base.system_blocks) > 1 else ""
         after = estimate_tokens(
-            system_blocks=[*base.system_blocks[:1], notes + "\n" + findings],
+            system_blocks=[*self.base.system_blocks[:1], notes + "\n" + findings],
             messages=plan.tail,
-            tools=base.tools,
+            tools=self.base.tools,
         )
+        refusal = None
         if not findings:
-            await refuse("refused", "empty_summary", after)
-            return
-        if after >= before:
-            await refuse("refused", "not_smaller", after)
-            return
-        problems = adapter.validate_replay(plan.tail)
-        if problems:
-            await refuse("refused", "invalid_replay", after)
+            refusal = "empty_summary"
+        elif after >= before:
+            refusal = "not_smaller"
+        elif self.adapter.validate_replay(plan.tail):
+            refusal = "invalid_replay"
+        if refusal is not None:
+            await self.committer.compaction_attempt(
+                report(outcome="refused", reason=refusal, tokens_after=after)
+            )
             return
         candidate = CompactionCandidate(
             boundary=plan.boundary,
@@ -560,128 +569,70 @@ async def run_agent_loop(
             tokens_after=after,
             system_digest=system_digest,
         )
-        notes_block: str = ""
-
-        async def activate() -> None:
-            nonlocal notes_block
-            notes_block = await sink.compact(candidate)  # type: ignore[attr-defined]
-
-        await commit(activate())
-        blocks = [base.system_blocks[0], notes_block] if notes_block else base.system_blocks[:1]
+        notes_block = await self.committer.compact(candidate)
+        blocks = [self.base.system_blocks[0], notes_block] if notes_block else self.base.system_blocks[:1]
         if _digest(blocks[0]) != system_digest:  # the stored system prompt is never rewritten
             raise AssertionError("compaction changed the system prompt")
-        base = dataclasses.replace(base, system_blocks=blocks)
-        await _emit(on_event, CompactionEvent(len(messages), len(plan.tail)))
-        messages = list(plan.tail)
-        result.messages = messages
-        result.compactions += 1
-        last_input, added_bytes, size = 0, 0, json_size(messages)
+        self.base = dataclasses.replace(self.base, system_blocks=blocks)
+        await _emit(self.on_event, CompactionEvent(len(messages), len(plan.tail)))
+        self.result.compactions += 1
+        self._measured_again()
 
-    try:
-        for iteration in range(1, max_iterations + 1):
-            if stop.is_set():
-                result.status = "stopped"
-                return result
-            if policies.compaction_ratio and window > 0 and can_compact:
-                if last_input:
-                    pressure = last_input + added_bytes // cpt
-                else:
-                    system_chars = sum(len(b) for b in base.system_blocks)
-                    pressure = (system_chars + size) // cpt
-                if pressure >= policies.compaction_ratio * window:
-                    await compact()
-
-            result.iterations = iteration
-            sent = dataclasses.replace(base, messages=list(messages))
-            streamed = await _stream_once(provider, sent, stop, on_event)
-            if streamed.usage is not None:
-                result.usage = result.usage + streamed.usage
-                last_input, added_bytes = streamed.usage.input_tokens, 0
-            else:
-                last_input, added_bytes = 0, 0
-            if streamed.error is not None:
-                await record("step", "error", sent, streamed.usage)
-                result.status = "error"
-                result.error_code = streamed.error.code
-                result.error_message = streamed.error.message
-                result.error_extra = streamed.error.extra
-                return result
-            if streamed.stopped or streamed.message is None:
-                await record("step", "stopped", sent, streamed.usage)
-                text = "".join(streamed.text)
-                if text:
-                    partial = make_assistant([make_text(text)], {"status": "stopped"})
-                    # Only the visible text of a cut-off stream is kept: no continuation state.
-                    partial = stamp(partial, runtime=getattr(provider, "name", "unknown"), fidelity=PORTABLE)
-                    await commit(sink.final(partial, result.usage))
-                    messages.append(partial)
-                    result.final_message = partial
-                result.status = "stopped"
-                return result
-
-            message = streamed.message
-            await record("step", "ok", sent, streamed.usage)
-            calls = tool_calls_of(message)
-            # A refused answer ends the run as it is: its calls are not run.
-            if not calls or (message.get("metadata") or {}).get("refusal"):
-                await commit(sink.final(message, result.usage))
-                messages.append(message)
-                result.final_message = message
-                result.status = "finished"
-                return result
-
-            await commit(sink.assistant(message))
-            messages.append(message)
-            grown = _wire_size(message) + 1
-            added_bytes, size = added_bytes + grown, size + grown
-            for index, call in enumerate(calls):
-                if stop.is_set():
-                    for pending in calls[index:]:
-                        not_run = make_tool_result(
-                            pending["id"], pending.get("name", ""), NOT_RUN_TEXT, "not_run"
-                        )
-                        await commit(sink.tool_result(not_run))
-                        messages.append(not_run)
-                    result.status = "stopped"
-                    return result
-                tool_message = await _run_tool(call, tool_map, tool_context, tool_result_max_chars)
-                await commit(sink.tool_result(tool_message))
-                messages.append(tool_message)
-                grown = _wire_size(tool_message) + 1
-                added_bytes, size = added_bytes + grown, size + grown
-                await _emit(on_event, ToolResultEvent(tool_message))
-
-            if 0 < policies.transcript_budget_bytes < size:
-                cleared = clear_old_results(messages, policies.transcript_budget_bytes, size=size)
-                if cleared is not messages:
-                    await commit(sink.replace_all(cleared))
-                    messages = cleared
-                    result.messages = messages
-                    last_input, added_bytes, size = 0, 0, json_size(messages)
-        result.status = "iteration_limit"
-        return result
-    except _ContextChanged:
-        result.status = "error"
-        result.error_code = CONTEXT_CHANGED
-        result.error_message = (
-            "The Context was cleared or changed while the agent was answering; nothing of this run was "
-            "written back."
+    async def record(self, kind: str, status: str, sent: Request, usage: Usage | None) -> None:
+        """The ledger record of one provider call (a sink without ``record_call`` keeps none)."""
+        measure = self.adapter.measure_active_context(sent, reported=usage.input_tokens if usage else None)
+        # What the request carried, known before the answer: a failed call is labelled too.
+        fidelity = ""
+        if kind == "step":
+            carried = self.carried
+            fidelity = carried(sent) if carried is not None else str(getattr(self.provider, "fidelity", ""))
+        await self.committer.record_call(
+            CallRecord(
+                kind=kind,
+                status=status,
+                provider=self.runtime,
+                model=self.settings.model,
+                usage=usage,
+                settings=self.settings_record,
+                system_digest=_digest(sent.system_blocks[0]) if sent.system_blocks else "",
+                notes_digest=_digest(sent.system_blocks[1]) if len(sent.system_blocks) > 1 else "",
+                tools_digest=_tools_digest(sent.tools),
+                message_count=len(self.messages) if kind == "step" else 0,
+                pressure=measure.tokens,
+                pressure_estimated=measure.estimated,
+                output_headroom=sent.settings.max_output_tokens,
+                context_window=self.window,
+                runtime=self.runtime,
+                fidelity=fidelity,
+            )
         )
-        return result
-    except _PersistFailed:
-        result.status = "error"
-        result.error_code = PERSIST_FAILED
-        result.error_message = "The conversation could not be saved; the run stopped at that point."
-        return result
 
+    # --- bookkeeping -------------------------------------------------------------------------------------
 
-async def _record_summary(
-    record: Callable[..., Awaitable[None]], summarizer: Summarizer, result: LoopResult, *, status: str
-) -> None:
-    """Count a summary call in the run's usage and record it (when the summarizer exposes its request)."""
-    usage = getattr(summarizer, "last_usage", None)
-    sent = getattr(summarizer, "last_request", None)
-    if isinstance(usage, Usage):
-        result.usage = result.usage + usage
-    if isinstance(sent, Request):
-        await record("compaction", status, sent, usage if isinstance(usage, Usage) else None)
+    def _context_is_full(self) -> bool:
+        ratio = self.policies.compaction_ratio
+        if not (ratio and self.window > 0 and self.can_compact):
+            return False
+        cpt = max(self.policies.chars_per_token, 1)
+        if self.last_input:
+            pressure = self.last_input + self.added_bytes // cpt
+        else:
+            pressure = (sum(len(b) for b in self.base.system_blocks) + self.size) // cpt
+        return pressure >= ratio * self.window
+
+    def _grew(self, message: Message) -> None:
+        grown = _wire_size(message) + 1
+        self.added_bytes, self.size = self.added_bytes + grown, self.size + grown
+
+    def _measured_again(self) -> None:
+        self.last_input, self.added_bytes, self.size = 0, 0, json_size(self.messages)
+
+    async def _record_summary(self, *, status: str) -> None:
+        """Count a summary call in the run's usage and record it (when the summarizer exposes its
+        request)."""
+        usage = getattr(self.summarizer, "last_usage", None)
+        sent = getattr(self.summarizer, "last_request", None)
+        if isinstance(usage, Usage):
+            self.result.usage = self.result.usage + usage
+        if isinstance(sent, Request):
+            await self.record("compaction", status, sent, usage if isinstance(usage, Usage) else None)

@@ -8,6 +8,7 @@ import asyncio
 import json
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -355,6 +356,33 @@ def test_stop_ends_claude_codes_process_group_within_two_seconds_and_saves_the_t
     # The request record says what the firing carried, not what its cut-off answer kept.
     call = ProviderCall.objects.get(run_id=run_id)
     assert (call.runtime, call.fidelity, call.status) == ("claude_code", "observable", "stopped")
+
+
+def test_clear_during_a_claude_code_turn_ends_the_run_context_changed_and_keeps_the_context_cleared(
+    owner, anthropic
+):
+    workflow = make_workflow(owner, _graph("claude_code", "claude-test"))
+    key = _key(workflow)
+    held = anthropic_reply(("text", "An answer to a question ", "the owner cleared."), hold_after=3)
+    anthropic.replies.append(held)
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="A question")
+    run_id = admission.run.run_id
+    worker = threading.Thread(target=lambda: async_to_sync(execute_run)(run_id), daemon=True)
+    worker.start()
+
+    try:
+        assert held.held.wait(30)
+        conversations.conversation_clear(key=key)
+    finally:
+        held.release.set()
+        worker.join(60)
+
+    run = ChatRun.objects.get(run_id=run_id)
+    assert (run.state, run.error_code) == ("error", "context_changed")
+    assert conversation_load(key=key) == []
+    assert AgentConversation.objects.get(**key.filter_kwargs()).length == 0
+    assert conversation_runtime_binding(key=key) == {}
+    assert ConversationArchive.objects.get(reason="cleared").length == 1  # only the owner's question
 
 
 def test_a_runtime_that_is_not_installed_fails_the_run_before_starting_anything(

@@ -14,18 +14,29 @@ from opencompany.llm.tools import ToolContext, ToolSpec, tool_error
 from opencompany.llm.wire import make_assistant, make_text, make_tool_call
 
 
+class SinkRefused(Exception):
+    """A write the store refused with an error code (as the conversation services raise them)."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
 class FakeSink:
-    """Records every commit in order; ``fail_at`` makes the n-th commit (1-based) raise."""
+    """Records every commit in order; ``fail_at`` makes the n-th commit (1-based) raise, refused with
+    ``fail_code`` when one is given."""
 
     def __init__(
         self,
         messages: list[dict[str, Any]] | None = None,
         fail_at: int | None = None,
         notes_block: str = "Notes: none",
+        fail_code: str | None = None,
     ) -> None:
         self.calls: list[tuple[str, Any]] = []
         self.transcript: list[dict[str, Any]] = list(messages or [])
         self.fail_at = fail_at
+        self.fail_code = fail_code
         self.usage: Usage | None = None
         self.notes_block = notes_block
         self.records: list[Any] = []
@@ -34,6 +45,8 @@ class FakeSink:
     def _record(self, kind: str, payload: Any) -> None:
         if self.fail_at is not None and len(self.calls) + 1 == self.fail_at:
             self.calls.append((kind + ":failed", payload))
+            if self.fail_code is not None:
+                raise SinkRefused(self.fail_code)
             raise RuntimeError("database is down")
         self.calls.append((kind, copy.deepcopy(payload)))
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from opencompany.llm.commit import Committer
 from opencompany.llm.providers.base import (
     PROVIDER_NOT_CONFIGURED,
     ProviderError,
@@ -382,7 +383,8 @@ class _Runtime:
 
 
 def _turn(sink: FakeSink, seen: list[object] | None = None) -> _Turn:
-    return _Turn(_Runtime(), sink, seen.append if seen is not None else None, 100_000)  # type: ignore[arg-type]
+    committer = Committer(sink, run_id="run_1", unanswered=UNREPORTED_TEXT)
+    return _Turn(_Runtime(), committer, seen.append if seen is not None else None, 100_000)  # type: ignore[arg-type]
 
 
 def _observed(blocks: list[dict[str, object]]) -> dict[str, object]:
@@ -472,7 +474,7 @@ def test_a_call_the_program_never_answered_gets_a_result_so_the_transcript_stays
 
     assert sink.kinds == ["assistant", "tool_result"]
     assert sink.calls[1][1]["content"][0]["content"] == UNREPORTED_TEXT
-    assert turn.final is None
+    assert turn.committer.final_message is None
 
 
 def test_text_the_program_split_over_two_messages_is_stored_as_one_answer():

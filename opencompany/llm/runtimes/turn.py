@@ -1,8 +1,10 @@
 """Run one turn of a runtime program: start it in its own process group, commit what it reports
 through the loop's sink, end the group on Stop.
 
-Commit order matches the agent loop's: an assistant message with tool calls before any of their
-results, each result as the program reports it, the final answer (with the turn's usage) last. Every
+Every write goes through the same :class:`~opencompany.llm.commit.Committer` as the agent loop's, so
+the order and the codes are the loop's: an assistant message with tool calls before any of their
+results, each result as the program reports it, the final answer (with the turn's usage) last, and a
+write the sink refused ends the turn with ``persist_failed`` or ``context_changed``. Every
 assistant message is stamped with the runtime and its fidelity (``observable``). Blocks gather into
 one assistant message until a tool result arrives.
 
@@ -26,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..fidelity import PORTABLE, stamp
-from ..loop import PERSIST_FAILED, LoopResult, Sink, ToolResultEvent
+from ..commit import CommitFailed, Committer, Sink, stopped_answer
+from ..fidelity import stamp
+from ..loop import LoopResult, ToolResultEvent
 from ..policies import DEFAULT_TOOL_RESULT_MAX_CHARS, cap_tool_results
 from ..providers.base import (
     PROVIDER_ERROR,
@@ -63,28 +66,20 @@ class TurnOutcome:
     pid: int | None = None
 
 
-class _PersistFailed(Exception):
-    pass
-
-
 @dataclass
 class _Turn:
     """What the program reported so far, and what of it is committed."""
 
     runtime: Runtime
-    sink: Sink
+    committer: Committer
     on_event: OnEvent | None
     max_chars: int
     blocks: list[Block] = field(default_factory=list)  # the assistant message being gathered
     committed: bool = False  # the gathered message is committed; its results follow
-    open_calls: dict[str, str] = field(default_factory=dict)  # committed calls awaiting a result
-    names: dict[str, str] = field(default_factory=dict)
     live: list[str] = field(default_factory=list)  # text streamed since the last complete block
     usage: Usage = field(default_factory=Usage)
     session_id: str | None = None
     done: Done | None = None
-    commits: int = 0
-    final: Message | None = None
 
     async def emit(self, event: Any) -> None:
         if self.on_event is None:
@@ -96,19 +91,6 @@ class _Turn:
         except Exception:
             logger.warning("on_event callback failed for %s", type(event).__name__, exc_info=True)
 
-    async def commit(self, kind: str, message: Message) -> None:
-        try:
-            if kind == "assistant":
-                await self.sink.assistant(message)
-            elif kind == "tool":
-                await self.sink.tool_result(message)
-            else:
-                await self.sink.final(message, self.usage)
-        except Exception as exc:
-            logger.warning("sink failed for %s: %s", self.runtime.name, type(exc).__name__, exc_info=True)
-            raise _PersistFailed from exc
-        self.commits += 1
-
     def _message(self, blocks: list[Block], **metadata: Any) -> Message:
         return stamp(
             make_assistant(blocks, metadata), runtime=self.runtime.name, fidelity=self.runtime.fidelity
@@ -117,17 +99,10 @@ class _Turn:
     def _calls(self, blocks: list[Block]) -> list[Block]:
         return [b for b in blocks if b.get("type") == "tool_call"]
 
-    async def _close_open_calls(self, text: str, status: str) -> None:
-        for call_id, name in list(self.open_calls.items()):
-            await self.commit("tool", make_tool_result(call_id, name, text, status))
-            del self.open_calls[call_id]
-
     async def _commit_gathered(self) -> None:
         """Commit the gathered message as an assistant message with calls (their results follow)."""
-        await self._close_open_calls(UNREPORTED_TEXT, "interrupted")
-        await self.commit("assistant", self._message(self.blocks))
+        await self.committer.assistant(self._message(self.blocks))
         self.committed = True
-        self.open_calls = {b["id"]: b["name"] for b in self._calls(self.blocks)}
 
     def _start_block(self) -> None:
         # Blocks after a committed message start the next one. Text-only messages the program split
@@ -147,7 +122,6 @@ class _Turn:
         elif isinstance(event, Call):
             self._start_block()
             self.blocks.append(event.block)
-            self.names[event.block["id"]] = event.block["name"]
             self.live.clear()
             await self.emit(ToolCallEvent(event.block))
         elif isinstance(event, Result):
@@ -162,14 +136,14 @@ class _Turn:
     async def _result(self, event: Result) -> None:
         if not self.committed and any(b.get("id") == event.call_id for b in self._calls(self.blocks)):
             await self._commit_gathered()
-        name = self.open_calls.pop(event.call_id, None)
+        name = self.committer.open_calls.get(event.call_id)
         if name is None:
             return  # a result for a call this turn never showed (or already answered)
         status = event.status if event.status in ("ok", "error") else "error"
         message = cap_tool_results(
             [make_tool_result(event.call_id, name, event.content, status)], self.max_chars
         )[0]
-        await self.commit("tool", message)
+        await self.committer.tool_result(message)
         await self.emit(ToolResultEvent(message))
 
     async def finish(self, *, stopped: bool) -> None:
@@ -179,18 +153,14 @@ class _Turn:
             await self._commit_gathered()
             gathered = []
         if stopped:
-            await self._close_open_calls(INTERRUPTED_TEXT, "interrupted")
+            await self.committer.close_open_calls(INTERRUPTED_TEXT, "interrupted")
             text = "".join(b.get("text", "") for b in gathered) + "".join(self.live)
             if text:
-                partial = make_assistant([make_text(text)], {"status": "stopped"})
-                # Only the visible text of a cut-off turn is kept.
-                self.final = stamp(partial, runtime=self.runtime.name, fidelity=PORTABLE)
-                await self.commit("final", self.final)
+                await self.committer.final(stopped_answer(text, runtime=self.runtime.name), self.usage)
             return
-        await self._close_open_calls(UNREPORTED_TEXT, "interrupted")
+        await self.committer.close_open_calls(UNREPORTED_TEXT, "interrupted")
         if gathered:
-            self.final = self._message(gathered)
-            await self.commit("final", self.final)
+            await self.committer.final(self._message(gathered), self.usage)
 
 
 def _write_files(launch: Launch) -> None:
@@ -269,6 +239,7 @@ async def run_runtime_turn(
     config: RuntimeConfig,
     on_event: OnEvent | None = None,
     tool_result_max_chars: int = DEFAULT_TOOL_RESULT_MAX_CHARS,
+    run_id: str | None = None,
 ) -> TurnOutcome:
     """Run the program for one turn to its end, a stop, an error or the timeout.
 
@@ -279,7 +250,8 @@ async def run_runtime_turn(
     for directory in (request.home, request.workdir):
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     _write_files(launch)
-    turn = _Turn(runtime, sink, on_event, tool_result_max_chars)
+    committer = Committer(sink, run_id=run_id, unanswered=UNREPORTED_TEXT)
+    turn = _Turn(runtime, committer, on_event, tool_result_max_chars)
     result = LoopResult(status="finished", iterations=1)
     stderr_tail: deque[bytes] = deque(maxlen=32)
     try:
@@ -303,22 +275,20 @@ async def run_runtime_turn(
         outcome = TurnOutcome(result=result, pid=process.pid)
         try:
             stopped, timed_out = await _drive(process, launch, turn, stop, config, stderr_tail)
-        except _PersistFailed:
+        except CommitFailed as exc:
             await end_process_group(process, config.stop_grace_s)
-            result.status, result.error_code = "error", PERSIST_FAILED
-            result.error_message = "The conversation could not be saved; the run stopped at that point."
+            result.fail(exc.code, exc.message)
             return outcome
         except BaseException:
             await end_process_group(process, 0)
             raise
         try:
             await turn.finish(stopped=stopped)
-        except _PersistFailed:
-            result.status, result.error_code = "error", PERSIST_FAILED
-            result.error_message = "The conversation could not be saved; the run stopped at that point."
+        except CommitFailed as exc:
+            result.fail(exc.code, exc.message)
             return outcome
         result.usage = turn.usage
-        result.final_message = turn.final
+        result.final_message = committer.final_message
         outcome.session_id = turn.session_id
         if stopped:
             result.status = "stopped"
@@ -337,14 +307,14 @@ async def run_runtime_turn(
             )
         elif turn.done.error is not None:
             _fail(result, turn.done.error)
-            outcome.resume_failed = request.resume and turn.session_id is None and turn.commits == 0
+            outcome.resume_failed = request.resume and turn.session_id is None and committer.commits == 0
         logger.info(
             "runtime ended runtime=%s pid=%s status=%s exit=%s commits=%s",
             runtime.name,
             process.pid,
             result.status,
             process.returncode,
-            turn.commits,
+            committer.commits,
         )
         return outcome
     finally:
@@ -352,10 +322,7 @@ async def run_runtime_turn(
 
 
 def _fail(result: LoopResult, error: ProviderError) -> None:
-    result.status = "error"
-    result.error_code = error.code
-    result.error_message = error.message
-    result.error_extra = error.extra
+    result.fail(error.code, error.message, error.extra)
 
 
 async def _drive(
