@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from opencompany.core.json import canonical_json
 from opencompany.llm.loop import run_agent_loop
 from opencompany.llm.policies import clear_old_results
-from opencompany.llm.providers import ModelSettings, ProviderConfig, Request, get_provider
+from opencompany.llm.providers import ModelSettings, ProviderConfig, Request
 from opencompany.llm.providers.base import Usage
+from opencompany.llm.registry import get_provider
 from opencompany.llm.tools import ToolContext, ToolSpec
 from opencompany.llm.wire import make_assistant, make_text, make_tool_call, make_tool_result, make_user
 

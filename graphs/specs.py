@@ -50,6 +50,7 @@ from graphs.constants import (
     PortDirection,
 )
 from opencompany.core.json import canonical_json
+from opencompany.llm.registry import provider_names
 
 
 def _empty_parameters_schema() -> dict[str, Any]:
@@ -154,6 +155,7 @@ class ParameterError:
 _lock = threading.Lock()
 _registry: dict[str, NodeSpec] = {}
 _builtins_registered = False
+_builtin_providers: tuple[str, ...] = ()  # the provider names the built-in agent types were built for
 _payload_cache: dict[str, Any] | None = None
 # type -> (spec it was compiled for, jsonschema validator, conservative fast check or None)
 _validators: dict[str, tuple[NodeSpec, Draft202012Validator, Callable[[Any], bool] | None]] = {}
@@ -180,13 +182,14 @@ def _check_spec(spec: NodeSpec) -> None:
         seen.add(key)
 
 
-def register_node_spec(spec: NodeSpec) -> None:
-    """Add a node type. Registering an equal spec again is a no-op; a different spec for a taken type is refused."""
+def register_node_spec(spec: NodeSpec, *, replace: bool = False) -> None:
+    """Add a node type. Registering an equal spec again is a no-op; a different spec for a taken type is
+    refused, unless `replace` (the built-in agent types, when the registered providers change)."""
     global _payload_cache
     _check_spec(spec)
     with _lock:
         existing = _registry.get(spec.type)
-        if existing is not None:
+        if existing is not None and not replace:
             if existing == spec:
                 return
             raise ValueError(f"Node type '{spec.type}' is already registered with a different spec")
@@ -195,7 +198,7 @@ def register_node_spec(spec: NodeSpec) -> None:
 
 
 def _ensure_builtins() -> None:
-    if not _builtins_registered:
+    if not _builtins_registered or provider_names() != _builtin_providers:
         register_builtin_node_specs()
 
 
@@ -358,27 +361,25 @@ def parameter_error(spec: NodeSpec, parameters: Any) -> ParameterError | None:
 
 # --- built-in node types --------------------------------------------------------------------------------
 
+
+def _agent_parameters(providers: tuple[str, ...]) -> dict[str, Any]:
+    """An agent's parameters; `provider` is one of the registered runtimes (OPENCOMPANY_PROVIDERS): a
+    model provider, or an agent program run as the agent's runtime."""
+    return {
+        **_AGENT_PARAMETERS,
+        "properties": {
+            **_AGENT_PARAMETERS["properties"],
+            "provider": {"type": "string", "enum": list(providers), "default": "offline"},
+        },
+    }
+
+
 _AGENT_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
         "system_prompt": {"type": "string", "maxLength": 100_000},
-        # A model provider, or an agent program run as the agent's runtime (claude_code, codex_cli).
-        "provider": {
-            "type": "string",
-            "enum": [
-                "offline",
-                "openai",
-                "openai_compatible",
-                "anthropic",
-                "gemini",
-                "vertex",
-                "rlm",
-                "claude_code",
-                "codex_cli",
-            ],
-            "default": "offline",
-        },
+        "provider": {"type": "string"},  # its choices: `_agent_parameters`
         "model": {"type": "string", "maxLength": 200},
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
         "max_output_tokens": {"type": "integer", "minimum": 1, "maximum": 200_000},
@@ -403,7 +404,8 @@ _AGENT_PORTS: tuple[Port, ...] = (
 )
 
 
-def _builtin_specs() -> list[NodeSpec]:
+def _builtin_specs(providers: tuple[str, ...]) -> list[NodeSpec]:
+    agent_parameters = _agent_parameters(providers)
     return [
         NodeSpec(
             type=CHAT_TRIGGER_NODE_TYPE,
@@ -419,7 +421,7 @@ def _builtin_specs() -> list[NodeSpec]:
             group=("agent",),
             ports=_AGENT_PORTS,
             requires_context=True,
-            parameters_schema=_AGENT_PARAMETERS,
+            parameters_schema=agent_parameters,
         ),
         NodeSpec(
             type=TEAM_LEAD_NODE_TYPE,
@@ -432,7 +434,7 @@ def _builtin_specs() -> list[NodeSpec]:
             ports=(*_AGENT_PORTS, Port(TEAMMATES_INPUT_HANDLE, INPUT, "Teammates", TEAMMATES_ROLE)),
             requires_context=True,
             accepts_teammates=True,
-            parameters_schema=_AGENT_PARAMETERS,
+            parameters_schema=agent_parameters,
         ),
         NodeSpec(
             type=CONTEXT_NODE_TYPE,
@@ -466,8 +468,11 @@ def _builtin_specs() -> list[NodeSpec]:
 
 
 def register_builtin_node_specs() -> None:
-    """Register the built-in node types (idempotent)."""
-    global _builtins_registered
-    for spec in _builtin_specs():
-        register_node_spec(spec)
+    """Register the built-in node types (idempotent); the agent types again when the registered
+    providers changed."""
+    global _builtins_registered, _builtin_providers
+    providers = provider_names()
+    for spec in _builtin_specs(providers):
+        register_node_spec(spec, replace=spec.type in (AGENT_NODE_TYPE, TEAM_LEAD_NODE_TYPE))
+    _builtin_providers = providers
     _builtins_registered = True

@@ -325,6 +325,19 @@ OPENCOMPANY_RUN_THREAD_NICE = _env_int("OPENCOMPANY_RUN_THREAD_NICE", 10)
 OPENCOMPANY_DB_PREPARE = _env_bool("OPENCOMPANY_DB_PREPARE", True)
 OPENCOMPANY_OFFLINE_PACING_MS = _env_int("OPENCOMPANY_OFFLINE_PACING_MS", 25)
 OPENCOMPANY_DEFAULT_PROVIDER = os.environ.get("OPENCOMPANY_DEFAULT_PROVIDER", "offline")
+# The runtimes an agent can answer through, one entry each (opencompany/llm/registry.py): a provider's
+# name, configuration settings, context adapter and models are declared in its entry's module.
+OPENCOMPANY_PROVIDERS = [
+    "opencompany.llm.builtin.OFFLINE",
+    "opencompany.llm.builtin.OPENAI",
+    "opencompany.llm.builtin.OPENAI_COMPATIBLE",
+    "opencompany.llm.builtin.ANTHROPIC",
+    "opencompany.llm.builtin.GEMINI",
+    "opencompany.llm.builtin.VERTEX",
+    "opencompany.llm.builtin.RLM",
+    "opencompany.llm.builtin.CLAUDE_CODE",
+    "opencompany.llm.builtin.CODEX_CLI",
+]
 # Configured prices for the usage ledger's cost: model → USD per million input, cached input and output
 # tokens, as JSON. A model not listed has no cost (docs/conversations.md).
 OPENCOMPANY_MODEL_PRICES = {

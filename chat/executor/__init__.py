@@ -16,14 +16,13 @@ listener), `runtime` (agents whose runtime is a program: Claude Code, Codex CLI)
 """
 
 from chat.executor.dispatch import dispatch_run, run_loop_for_process, spawn
-from chat.executor.prepare import DEFAULT_MODELS, Prepared, prepare_run, provider_config, runtime_problem
+from chat.executor.prepare import Prepared, prepare_run, provider_config, runtime_problem
 from chat.executor.run import execute_run
 from chat.executor.sink import ConversationSink
 from chat.executor.stop import STOP_POLL_S
 from chat.executor.stream import DRAFT_FLUSH_S, HEARTBEAT_S, RunStream
 
 __all__ = [
-    "DEFAULT_MODELS",
     "DRAFT_FLUSH_S",
     "HEARTBEAT_S",
     "STOP_POLL_S",

@@ -19,18 +19,19 @@ from graphs.wiring import chat_agent, has_context, node_parameters, wired_tools
 from memory.tools import TOOL_NAME as MEMORY_TOOL_NAME
 from opencompany.core.errors import ApplicationError
 from opencompany.llm.loop import LoopPolicies
-from opencompany.llm.providers import (
-    CompatCapabilities,
-    ModelSettings,
-    ProviderConfig,
-    ProviderError,
+from opencompany.llm.providers import CompatCapabilities, ModelSettings, ProviderConfig, ProviderError
+from opencompany.llm.registry import (
+    configured_options,
+    get_program,
     get_provider,
+    is_program,
+    load_providers,
 )
-from opencompany.llm.runtimes import RuntimeConfig, get_runtime, is_runtime
+from opencompany.llm.registry import provider_config as config_of
+from opencompany.llm.runtimes import RuntimeConfig
 from opencompany.llm.tools import ToolSpec
 from opencompany.llm.wire import Message
 
-DEFAULT_MODELS = {"offline": "offline-demo"}
 _PROXY_VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
 
 
@@ -57,7 +58,8 @@ class Prepared:
 
 def _model_settings(params: dict[str, Any]) -> ModelSettings:
     provider = str(params.get("provider") or settings.OPENCOMPANY_DEFAULT_PROVIDER)
-    model = str(params.get("model") or DEFAULT_MODELS.get(provider, ""))
+    entry = load_providers().get(provider)
+    model = str(params.get("model") or (entry.default_model if entry is not None else ""))
     return ModelSettings(
         provider=provider,
         model=model,
@@ -70,24 +72,11 @@ def _model_settings(params: dict[str, Any]) -> ModelSettings:
 
 
 def provider_config(*, capabilities: CompatCapabilities | None = None) -> ProviderConfig:
-    """The providers' credentials and endpoints from settings; `capabilities`: the probe's verdict for
-    the OpenAI-compatible server and model in use."""
-    return ProviderConfig(
-        openai_api_key=settings.OPENAI_API_KEY or None,
-        openai_base_url=settings.OPENAI_BASE_URL or None,
-        openai_compatible_api_key=settings.OPENAI_COMPATIBLE_API_KEY or None,
-        openai_compatible_base_url=settings.OPENAI_COMPATIBLE_BASE_URL or None,
+    """The providers' credentials and endpoints, read from the settings each registered provider
+    declares; `capabilities`: the probe's verdict for the OpenAI-compatible server and model in use."""
+    return config_of(
+        configured_options(lambda name: getattr(settings, name, None)),
         openai_compatible_capabilities=capabilities,
-        anthropic_api_key=settings.ANTHROPIC_API_KEY or None,
-        anthropic_base_url=settings.ANTHROPIC_BASE_URL or None,
-        gemini_api_key=settings.GEMINI_API_KEY or None,
-        gemini_base_url=settings.GEMINI_BASE_URL or None,
-        vertex_project=settings.VERTEX_PROJECT or None,
-        vertex_location=settings.VERTEX_LOCATION or None,
-        vertex_credentials_file=settings.VERTEX_CREDENTIALS_FILE or None,
-        vertex_base_url=settings.VERTEX_BASE_URL or None,
-        rlm_api_key=settings.RLM_API_KEY or None,
-        rlm_base_url=settings.RLM_BASE_URL or None,
         offline_delay_ms=float(settings.OPENCOMPANY_OFFLINE_PACING_MS),
     )
 
@@ -116,8 +105,8 @@ def runtime_config() -> RuntimeConfig:
 def _runtime_problem(model: ModelSettings) -> str | None:
     """Why the provider (or agent program) `model` names cannot be built here, or None when it can."""
     try:
-        if is_runtime(model.provider):
-            get_runtime(model.provider, config=runtime_config())
+        if is_program(model.provider):
+            get_program(model.provider, config=runtime_config())
         else:
             get_provider(model, config=provider_config())
     except ProviderError as exc:

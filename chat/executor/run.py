@@ -28,9 +28,9 @@ from opencompany.core.errors import ApplicationError
 from opencompany.core.retry import commit_retry
 from opencompany.core.unavailable import transient_database_error
 from opencompany.llm.loop import LoopResult, ToolResultEvent, run_agent_loop
-from opencompany.llm.providers import ProviderError, TextDelta, ToolCallEvent, get_provider
+from opencompany.llm.providers import ProviderError, TextDelta, ToolCallEvent
 from opencompany.llm.providers.base import Request
-from opencompany.llm.runtimes import is_runtime
+from opencompany.llm.registry import get_provider, is_program
 from opencompany.llm.tools import ToolContext
 
 logger = logging.getLogger("chat.executor")
@@ -73,7 +73,7 @@ async def _execute(run_id: str, *, claimant: str | None, claimed: ChatRun | None
     try:
         prepared = await db_call(prepare_run)(run, claimant=claimant, stop=stop)
         provider = None  # an agent program runs the turn itself
-        if not is_runtime(prepared.model.provider):
+        if not is_program(prepared.model.provider):
             provider = get_provider(prepared.model, config=await verified_config(prepared.model))
         tools = prepared.tools
         request = Request(

@@ -29,16 +29,15 @@ from conversations.selectors import conversation_runtime_binding
 from opencompany.core.asyncdb import db_call
 from opencompany.core.json import canonical_json
 from opencompany.llm.commit import CallRecord
-from opencompany.llm.context import context_adapter
 from opencompany.llm.loop import LoopResult, OnEvent
 from opencompany.llm.providers.base import Request, Usage
+from opencompany.llm.registry import context_adapter, get_program
 from opencompany.llm.runtimes import (
     McpToolServer,
     Runtime,
     TurnOutcome,
     TurnRequest,
     firing_prompt,
-    get_runtime,
     run_runtime_turn,
 )
 from opencompany.llm.tools import ToolContext, ToolSpec
@@ -81,7 +80,7 @@ async def run_with_runtime(
     """One firing of an agent whose provider is a runtime program, committed through `sink`. Raises
     `ProviderError` (`provider_not_configured`) when the program is not installed or has no key."""
     config = runtime_config()
-    runtime = get_runtime(prepared.model.provider, config=config)
+    runtime: Runtime = get_program(prepared.model.provider, config=config)
     home, workdir = agent_dirs(
         workflow_id=run.workflow_id, generation=run.generation, agent_node_id=prepared.agent_node_id
     )

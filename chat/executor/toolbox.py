@@ -31,8 +31,9 @@ from graphs.wiring import Teammate, WiredTool, has_context, node_parameters, tea
 from opencompany.core.asyncdb import db_call
 from opencompany.llm.context import CompactionPolicy
 from opencompany.llm.loop import LoopPolicies, run_agent_loop
-from opencompany.llm.providers import ModelSettings, ProviderConfig, ProviderError, get_provider
+from opencompany.llm.providers import ModelSettings, ProviderConfig, ProviderError
 from opencompany.llm.providers.base import Request
+from opencompany.llm.registry import get_provider
 from opencompany.llm.tools import ToolContext, ToolResult, ToolSpec, bind_tool, get_tool, tool_error
 from opencompany.llm.wire import Message, make_user, text_of
 

@@ -4,7 +4,8 @@ It imports no Django app; apps plug in through the tool registry and the loop's 
 """
 
 from .loop import LoopPolicies, LoopResult, ProviderSummarizer, Sink, run_agent_loop
-from .providers import ModelSettings, ProviderConfig, ProviderError, Request, Usage, get_provider
+from .providers import ModelSettings, ProviderConfig, ProviderError, Request, Usage
+from .registry import get_provider
 from .tools import (
     ToolContext,
     ToolSpec,

@@ -1,7 +1,7 @@
 """Provider context adapters: what a runtime's context can hold, how full a request is, how a prefix is
 compacted for it, and whether a compacted transcript still serializes for it.
 
-Every runtime has one adapter (:func:`context_adapter`). Central compaction (``compaction.py``) and the
+Every runtime has one adapter (its registry entry's; ``opencompany.llm.registry.context_adapter``). Central compaction (``compaction.py``) and the
 executor branch on :class:`Capabilities`, never on provider names:
 
 * ``token_counting`` — the provider reports the input tokens of each request, so context pressure is
@@ -173,21 +173,3 @@ class ProgramContext(ContextAdapter):
 
     def __init__(self, runtime: str) -> None:
         self.runtime = runtime
-
-
-_ADAPTERS: dict[str, ContextAdapter] = {
-    "offline": OfflineContext(),
-    "anthropic": AnthropicContext(),
-    "openai": OpenAIResponsesContext(),
-    "openai_compatible": OpenAICompatibleContext(),
-    "gemini": GeminiContext(),
-    "vertex": VertexContext(),
-    "rlm": RLMContext(),
-    "claude_code": ProgramContext("claude_code"),
-    "codex_cli": ProgramContext("codex_cli"),
-}
-
-
-def context_adapter(runtime: str) -> ContextAdapter:
-    """The adapter of a provider or agent program (the portable one for a name it does not know)."""
-    return _ADAPTERS.get(runtime) or ContextAdapter()

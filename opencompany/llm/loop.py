@@ -41,7 +41,7 @@ from .commit import (
     Sink,
     stopped_answer,
 )
-from .context import CompactionPolicy, ContextAdapter, context_adapter, estimate_tokens
+from .context import CompactionPolicy, ContextAdapter, estimate_tokens
 from .policies import (
     DEFAULT_TOOL_RESULT_MAX_CHARS,
     DEFAULT_TRANSCRIPT_BUDGET_BYTES,
@@ -64,6 +64,7 @@ from .providers.base import (
     TextDelta,
     Usage,
 )
+from .registry import context_adapter
 from .tools import ToolContext, ToolSpec, tool_error, tools_by_name, validate_arguments
 from .wire import (
     Block,

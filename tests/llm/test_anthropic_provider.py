@@ -5,8 +5,9 @@ import asyncio
 import pytest
 
 from opencompany.llm.loop import run_agent_loop
-from opencompany.llm.providers import ModelSettings, ProviderConfig, ProviderError, Request, get_provider
+from opencompany.llm.providers import ModelSettings, ProviderConfig, ProviderError, Request
 from opencompany.llm.providers.base import Completed, TextDelta, ThinkingDelta, ToolCallEvent, Usage
+from opencompany.llm.registry import get_provider
 from opencompany.llm.tools import ToolContext
 from opencompany.llm.wire import make_assistant, make_text, make_tool_result, make_user
 

@@ -5,8 +5,9 @@ import time
 
 from opencompany.llm.loop import run_agent_loop
 from opencompany.llm.policies import SUMMARIZE_INSTRUCTION
-from opencompany.llm.providers import ModelSettings, OfflineProvider, ProviderConfig, Request, get_provider
+from opencompany.llm.providers import ModelSettings, OfflineProvider, ProviderConfig, Request
 from opencompany.llm.providers.base import Completed, TextDelta
+from opencompany.llm.registry import get_provider
 from opencompany.llm.tools import ToolContext
 from opencompany.llm.wire import make_user, text_of, tool_calls_of
 

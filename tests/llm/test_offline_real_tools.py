@@ -13,8 +13,9 @@ from conversations.selectors import notes_read
 from conversations.types import ConversationKey
 from memory.models import MemoryItem
 from opencompany.llm.loop import run_agent_loop
-from opencompany.llm.providers import ModelSettings, ProviderConfig, Usage, get_provider
+from opencompany.llm.providers import ModelSettings, ProviderConfig, Usage
 from opencompany.llm.providers.base import Request
+from opencompany.llm.registry import get_provider
 from opencompany.llm.tools import ToolContext, get_tool
 from opencompany.llm.wire import Message, make_user, text_of
 from tests.conftest import node_id

@@ -11,9 +11,9 @@ from opencompany.llm.providers import (
     ProviderConfig,
     ProviderError,
     Request,
-    get_provider,
 )
 from opencompany.llm.providers.base import Completed, TextDelta, ThinkingDelta, ToolCallEvent, Usage
+from opencompany.llm.registry import get_provider
 from opencompany.llm.tools import ToolContext
 from opencompany.llm.wire import make_assistant, make_text, make_tool_call, make_tool_result, make_user
 

@@ -9,8 +9,9 @@ import json
 from typing import Any
 
 from opencompany.llm.loop import run_agent_loop
-from opencompany.llm.providers import CompatCapabilities, ModelSettings, ProviderConfig, Request, get_provider
+from opencompany.llm.providers import CompatCapabilities, ModelSettings, ProviderConfig, Request
 from opencompany.llm.providers.base import ToolCallEvent
+from opencompany.llm.registry import get_provider
 from opencompany.llm.tools import ToolContext, ToolSpec
 from opencompany.llm.wire import make_assistant, make_user
 

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from opencompany.llm.loop import run_agent_loop
-from opencompany.llm.providers import CompatCapabilities, ModelSettings, ProviderConfig, Request, get_provider
+from opencompany.llm.providers import CompatCapabilities, ModelSettings, ProviderConfig, Request
+from opencompany.llm.registry import get_provider
 from opencompany.llm.tools import ToolContext
 from opencompany.llm.wire import make_user, text_of, tool_calls_of
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from opencompany.llm.loop import run_agent_loop
-from opencompany.llm.providers import ModelSettings, ProviderConfig, ProviderError, Request, get_provider
+from opencompany.llm.providers import ModelSettings, ProviderConfig, ProviderError, Request
+from opencompany.llm.registry import get_provider
 from opencompany.llm.tools import ToolContext, ToolSpec
 from opencompany.llm.wire import make_user, tool_calls_of
 

@@ -116,6 +116,7 @@ class ProviderConfig:
     timeout_s: float = 600.0
     openai_max_tokens_param: str = "max_completion_tokens"
     models: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
