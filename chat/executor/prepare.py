@@ -27,7 +27,6 @@ from opencompany.llm.registry import (
     is_program,
     load_providers,
 )
-from opencompany.llm.registry import provider_config as config_of
 from opencompany.llm.runtimes import RuntimeConfig
 from opencompany.llm.tools import ToolSpec
 from opencompany.llm.wire import Message
@@ -71,11 +70,16 @@ def _model_settings(params: dict[str, Any]) -> ModelSettings:
     )
 
 
+def _options() -> dict[str, Any]:
+    """Every registered runtime's configuration, read from the settings its entry declares."""
+    return configured_options(lambda name: getattr(settings, name, None))
+
+
 def provider_config(*, capabilities: CompatCapabilities | None = None) -> ProviderConfig:
     """The providers' credentials and endpoints, read from the settings each registered provider
     declares; `capabilities`: the probe's verdict for the OpenAI-compatible server and model in use."""
-    return config_of(
-        configured_options(lambda name: getattr(settings, name, None)),
+    return ProviderConfig(
+        options=_options(),
         openai_compatible_capabilities=capabilities,
         offline_delay_ms=float(settings.OPENCOMPANY_OFFLINE_PACING_MS),
     )
@@ -92,10 +96,7 @@ def runtime_config() -> RuntimeConfig:
     }
     return RuntimeConfig(
         bin_dir=str(settings.OPENCOMPANY_RUNTIMES_BIN),
-        anthropic_api_key=settings.ANTHROPIC_API_KEY or None,
-        anthropic_base_url=settings.ANTHROPIC_BASE_URL or None,
-        openai_api_key=settings.OPENAI_API_KEY or None,
-        openai_base_url=settings.OPENAI_BASE_URL or None,
+        options=_options(),
         proxy_env=proxies,
         path=os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
         timeout_s=float(settings.OPENCOMPANY_RUNTIME_TIMEOUT_S),

@@ -38,8 +38,8 @@ def _openai(model: ModelSettings, config: ProviderConfig) -> Provider:
     from .providers.openai_responses_provider import OpenAIResponsesProvider
 
     return OpenAIResponsesProvider(
-        api_key=_require(config.openai_api_key, "API key", "OpenAI"),
-        base_url=config.openai_base_url,
+        api_key=_require(config.option("openai_api_key"), "API key", "OpenAI"),
+        base_url=config.option("openai_base_url"),
         timeout_s=config.timeout_s,
     )
 
@@ -49,8 +49,8 @@ def _openai_compatible(model: ModelSettings, config: ProviderConfig) -> Provider
 
     return OpenAICompatibleProvider(
         # Local servers (Ollama, LM Studio) take no key; the SDK insists on one.
-        api_key=config.openai_compatible_api_key or "unused",
-        base_url=_require(config.openai_compatible_base_url, "base URL", "OpenAI-compatible"),
+        api_key=config.option("openai_compatible_api_key") or "unused",
+        base_url=_require(config.option("openai_compatible_base_url"), "base URL", "OpenAI-compatible"),
         timeout_s=config.timeout_s,
         max_tokens_param=config.openai_max_tokens_param,
         capabilities=config.openai_compatible_capabilities,
@@ -61,8 +61,8 @@ def _anthropic(model: ModelSettings, config: ProviderConfig) -> Provider:
     from .providers.anthropic_provider import AnthropicProvider
 
     return AnthropicProvider(
-        api_key=_require(config.anthropic_api_key, "API key", "Anthropic"),
-        base_url=config.anthropic_base_url,
+        api_key=_require(config.option("anthropic_api_key"), "API key", "Anthropic"),
+        base_url=config.option("anthropic_base_url"),
         timeout_s=config.timeout_s,
     )
 
@@ -71,8 +71,8 @@ def _gemini(model: ModelSettings, config: ProviderConfig) -> Provider:
     from .providers.gemini_provider import GeminiProvider
 
     return GeminiProvider(
-        api_key=_require(config.gemini_api_key, "API key", "Gemini"),
-        base_url=config.gemini_base_url,
+        api_key=_require(config.option("gemini_api_key"), "API key", "Gemini"),
+        base_url=config.option("gemini_base_url"),
         timeout_s=config.timeout_s,
     )
 
@@ -82,9 +82,9 @@ def _vertex(model: ModelSettings, config: ProviderConfig) -> Provider:
     access token is fetched with the first request)."""
     from .providers.vertex_provider import VertexProvider, load_credentials
 
-    project = _require(config.vertex_project, "project", "Vertex")
-    location = _require(config.vertex_location, "location", "Vertex")
-    path = _require(config.vertex_credentials_file, "credentials file", "Vertex")
+    project = _require(config.option("vertex_project"), "project", "Vertex")
+    location = _require(config.option("vertex_location"), "location", "Vertex")
+    path = _require(config.option("vertex_credentials_file"), "credentials file", "Vertex")
     try:
         credentials = load_credentials(path)
     except Exception as exc:
@@ -95,7 +95,7 @@ def _vertex(model: ModelSettings, config: ProviderConfig) -> Provider:
         project=project,
         location=location,
         credentials=credentials,
-        base_url=config.vertex_base_url,
+        base_url=config.option("vertex_base_url"),
         timeout_s=config.timeout_s,
     )
 
@@ -104,8 +104,8 @@ def _rlm(model: ModelSettings, config: ProviderConfig) -> Provider:
     from .providers.rlm_provider import RLMProvider
 
     return RLMProvider(
-        api_key=config.rlm_api_key or "unused",
-        base_url=_require(config.rlm_base_url, "base URL", "RLM"),
+        api_key=config.option("rlm_api_key") or "unused",
+        base_url=_require(config.option("rlm_base_url"), "base URL", "RLM"),
         timeout_s=config.timeout_s,
         max_depth=config.rlm_max_depth,
     )

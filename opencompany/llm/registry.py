@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -44,8 +44,7 @@ class ProviderEntry:
     """One runtime, as the rest of the project sees it.
 
     ``settings``: configuration option → the Django setting holding it (keys, endpoints); the options
-    reach ``build`` in ``ProviderConfig.options`` (and in the field of that name, for the built-in
-    ones). ``context``: its context adapter. ``default_model``: the model an agent node that names none
+    reach ``build`` in ``ProviderConfig.options``. ``context``: its context adapter. ``default_model``: the model an agent node that names none
     uses; ``models``: the only models it accepts (empty: any non-empty name). Exactly one of ``build``
     (a model provider, built per run without network access) and ``program`` (an agent program run as
     a child process; it takes the program runtime's configuration) is set.
@@ -134,15 +133,6 @@ def configured_options(values: Callable[[str], Any]) -> dict[str, Any]:
         for entry in load_providers().values()
         for option, setting in entry.settings.items()
     }
-
-
-_CONFIG_FIELDS = frozenset(f.name for f in fields(ProviderConfig))
-
-
-def provider_config(options: Mapping[str, Any], **extra: Any) -> ProviderConfig:
-    """A :class:`ProviderConfig` holding ``options`` (the built-in runtimes' in their own fields too)."""
-    typed = {name: value for name, value in options.items() if name in _CONFIG_FIELDS}
-    return ProviderConfig(**typed, options=dict(options), **extra)
 
 
 def get_provider(settings_obj: ModelSettings, *, config: ProviderConfig) -> Provider:

@@ -47,7 +47,7 @@ class ToyProvider:
 
 
 def _build(model: ModelSettings, config: ProviderConfig) -> Provider:
-    greeting = config.options.get("toy_greeting")
+    greeting = config.option("toy_greeting")
     if not greeting:
         raise ProviderError(PROVIDER_NOT_CONFIGURED, "No greeting is configured for the toy provider.")
     return ToyProvider(str(greeting))

@@ -26,7 +26,7 @@ THINKING = "The owner wants tea remembered. ünïcode “quotes”"
 
 
 def _config(server: LoopbackServer, key: str | None = "sk-ant-test") -> ProviderConfig:
-    return ProviderConfig(anthropic_api_key=key, anthropic_base_url=server.base_url)
+    return ProviderConfig(options={"anthropic_api_key": key, "anthropic_base_url": server.base_url})
 
 
 def _start(input_tokens=100, cache_read=0, cache_write=0):

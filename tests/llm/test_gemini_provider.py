@@ -38,7 +38,7 @@ def _b64(data: bytes) -> str:
 
 
 def _config(server: LoopbackServer) -> ProviderConfig:
-    return ProviderConfig(gemini_api_key="gm-test", gemini_base_url=server.base_url)
+    return ProviderConfig(options={"gemini_api_key": "gm-test", "gemini_base_url": server.base_url})
 
 
 def _chunk(*parts, finish=None, usage=None, finish_message=None):

@@ -32,8 +32,7 @@ def _config(
     server: LoopbackServer, key: str | None = "sk-test", capabilities: CompatCapabilities | None = None
 ) -> ProviderConfig:
     return ProviderConfig(
-        openai_compatible_api_key=key,
-        openai_compatible_base_url=server.base_url + "/v1",
+        options={"openai_compatible_api_key": key, "openai_compatible_base_url": server.base_url + "/v1"},
         openai_compatible_capabilities=capabilities,
     )
 
@@ -281,7 +280,7 @@ async def test_connection_refused_is_a_provider_error_without_status():
     server = LoopbackServer()
     base_url = server.base_url
     server.httpd.server_close()  # nothing listens there any more
-    provider = get_provider(SETTINGS, config=ProviderConfig(openai_compatible_base_url=base_url))
+    provider = get_provider(SETTINGS, config=ProviderConfig(options={"openai_compatible_base_url": base_url}))
 
     with pytest.raises(ProviderError) as excinfo:
         await _collect(
@@ -314,7 +313,7 @@ async def test_loop_reports_a_provider_error_code(loopback):
         (ModelSettings(provider="openai_compatible", model="m"), ProviderConfig()),  # no base URL
         (
             ModelSettings(provider="openai_compatible", model=""),
-            ProviderConfig(openai_compatible_base_url="x"),
+            ProviderConfig(options={"openai_compatible_base_url": "x"}),
         ),
         (ModelSettings(provider="mystery", model="m"), ProviderConfig()),
     ],
@@ -329,7 +328,8 @@ def test_configuration_errors_are_raised_before_any_request(loopback, settings_o
 
 def test_model_allowlist_is_enforced_before_any_request(loopback):
     config = ProviderConfig(
-        openai_compatible_base_url=loopback.base_url, models={"openai_compatible": frozenset({"gpt-a"})}
+        options={"openai_compatible_base_url": loopback.base_url},
+        models={"openai_compatible": frozenset({"gpt-a"})},
     )
 
     with pytest.raises(ProviderError, match="not available"):

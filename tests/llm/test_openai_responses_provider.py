@@ -33,7 +33,7 @@ STAMP = {"runtime": "openai", "fidelity": "provider_replayable"}
 
 
 def _config(server: LoopbackServer) -> ProviderConfig:
-    return ProviderConfig(openai_api_key="sk-test", openai_base_url=server.base_url + "/v1")
+    return ProviderConfig(options={"openai_api_key": "sk-test", "openai_base_url": server.base_url + "/v1"})
 
 
 def _response(status="in_progress", output=(), usage=None):

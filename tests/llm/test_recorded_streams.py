@@ -28,14 +28,16 @@ CONTEXT = ToolContext(run_id="r1")
 
 def _config(server: LoopbackServer, caps: CompatCapabilities | None = VERIFIED) -> ProviderConfig:
     return ProviderConfig(
-        anthropic_api_key="sk-ant",
-        anthropic_base_url=server.base_url,
-        openai_api_key="sk",
-        openai_base_url=server.base_url + "/v1",
-        openai_compatible_base_url=server.base_url + "/v1",
+        options={
+            "anthropic_api_key": "sk-ant",
+            "anthropic_base_url": server.base_url,
+            "openai_api_key": "sk",
+            "openai_base_url": server.base_url + "/v1",
+            "openai_compatible_base_url": server.base_url + "/v1",
+            "gemini_api_key": "gm",
+            "gemini_base_url": server.base_url,
+        },
         openai_compatible_capabilities=caps,
-        gemini_api_key="gm",
-        gemini_base_url=server.base_url,
     )
 
 

@@ -32,7 +32,7 @@ CALL = make_tool_call("toolu_1", "memory", {"operation": "recall", "query": "tea
 def _config(tmp_path: Path, **values: str) -> RuntimeConfig:
     for name in ("claude", "codex"):
         (tmp_path / name).write_text("#!/bin/sh\n")
-    return RuntimeConfig(bin_dir=str(tmp_path), **values)  # type: ignore[arg-type]
+    return RuntimeConfig(bin_dir=str(tmp_path), options=values)
 
 
 def _request(tmp_path: Path, **values: object) -> TurnRequest:
@@ -207,7 +207,7 @@ def test_claude_launch_resumes_a_bound_session_and_keeps_instructions_and_secret
 
 def test_a_program_that_is_not_installed_or_has_no_key_is_not_configured(tmp_path):
     with pytest.raises(ProviderError) as missing:
-        ClaudeCode(RuntimeConfig(bin_dir=str(tmp_path / "nowhere"), anthropic_api_key="k"))
+        ClaudeCode(RuntimeConfig(bin_dir=str(tmp_path / "nowhere"), options={"anthropic_api_key": "k"}))
     with pytest.raises(ProviderError) as keyless:
         CodexCli(_config(tmp_path))
 

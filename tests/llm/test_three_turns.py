@@ -139,13 +139,15 @@ CASES = {
 def _config(server: LoopbackServer, case: Case) -> ProviderConfig:
     caps = DEEPSEEK_CAPS if case.model == "deepseek-reasoner" else GEMINI_COMPAT_CAPS
     return ProviderConfig(
-        anthropic_api_key="sk-ant",
-        anthropic_base_url=server.base_url,
-        openai_api_key="sk",
-        openai_base_url=server.base_url + "/v1",
-        gemini_api_key="gm",
-        gemini_base_url=server.base_url,
-        openai_compatible_base_url=server.base_url + "/v1",
+        options={
+            "anthropic_api_key": "sk-ant",
+            "anthropic_base_url": server.base_url,
+            "openai_api_key": "sk",
+            "openai_base_url": server.base_url + "/v1",
+            "gemini_api_key": "gm",
+            "gemini_base_url": server.base_url,
+            "openai_compatible_base_url": server.base_url + "/v1",
+        },
         openai_compatible_capabilities=caps,
     )
 

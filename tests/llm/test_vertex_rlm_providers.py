@@ -42,10 +42,12 @@ def _divide(calls: list[dict[str, Any]]) -> ToolSpec:
 
 def _vertex_config(server: LoopbackServer, tmp_path: Path, location: str = "us-central1") -> ProviderConfig:
     return ProviderConfig(
-        vertex_project="oc-project",
-        vertex_location=location,
-        vertex_credentials_file=str(credentials_file(tmp_path, server.base_url)),
-        vertex_base_url=server.base_url,
+        options={
+            "vertex_project": "oc-project",
+            "vertex_location": location,
+            "vertex_credentials_file": str(credentials_file(tmp_path, server.base_url)),
+            "vertex_base_url": server.base_url,
+        }
     )
 
 
@@ -148,13 +150,18 @@ async def test_vertex_sends_a_signature_back_only_to_the_environment_that_issued
 def test_vertex_without_a_project_or_credentials_is_not_configured(tmp_path: Path) -> None:
     with pytest.raises(ProviderError) as missing:
         get_provider(
-            VERTEX, config=ProviderConfig(vertex_location="us-central1", vertex_credentials_file="x")
+            VERTEX,
+            config=ProviderConfig(options={"vertex_location": "us-central1", "vertex_credentials_file": "x"}),
         )
     with pytest.raises(ProviderError) as unreadable:
         get_provider(
             VERTEX,
             config=ProviderConfig(
-                vertex_project="p", vertex_location="l", vertex_credentials_file=str(tmp_path / "none.json")
+                options={
+                    "vertex_project": "p",
+                    "vertex_location": "l",
+                    "vertex_credentials_file": str(tmp_path / "none.json"),
+                }
             ),
         )
 
@@ -201,7 +208,9 @@ async def test_rlm_answers_its_recursive_queries_itself_and_passes_the_agents_to
         ]
     )
     memory = FakeMemory()
-    provider: Any = get_provider(RLM, config=ProviderConfig(rlm_base_url=loopback.base_url + "/v1"))
+    provider: Any = get_provider(
+        RLM, config=ProviderConfig(options={"rlm_base_url": loopback.base_url + "/v1"})
+    )
     sink = FakeSink([make_user("Remember what matters.")])
 
     result = await run_agent_loop(

@@ -90,33 +90,26 @@ _COMPAT_FLAGS = ("tools", "json_arguments", "streaming_usage", "parallel_tool_ca
 class ProviderConfig:
     """Credentials and endpoints, built by the Django side from settings (the runtime never reads them).
 
-    ``models`` optionally restricts the models a provider accepts (provider name → allowed model names);
-    a provider absent from it accepts any non-empty model name. ``offline_delay_ms`` paces the offline
-    model's deltas (0 in tests). ``openai_compatible_capabilities`` is the probe's verdict for the
-    server and model in use (None: not verified, so the turns are ``portable``).
+    ``options``: every provider's configuration (keys, endpoints), by the option names its registry
+    entry declares (``anthropic_api_key``, ...). ``models`` optionally restricts the models a provider
+    accepts (provider name → allowed model names); a provider absent from it accepts any non-empty model
+    name. ``offline_delay_ms`` paces the offline model's deltas (0 in tests).
+    ``openai_compatible_capabilities`` is the probe's verdict for the server and model in use (None: not
+    verified, so the turns are ``portable``).
     """
 
-    openai_api_key: str | None = None
-    openai_base_url: str | None = None
-    openai_compatible_api_key: str | None = None
-    openai_compatible_base_url: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
     openai_compatible_capabilities: CompatCapabilities | None = None
-    anthropic_api_key: str | None = None
-    anthropic_base_url: str | None = None
-    gemini_api_key: str | None = None
-    gemini_base_url: str | None = None
-    vertex_project: str | None = None
-    vertex_location: str | None = None
-    vertex_credentials_file: str | None = None
-    vertex_base_url: str | None = None
-    rlm_api_key: str | None = None
-    rlm_base_url: str | None = None
     rlm_max_depth: int = 2
     offline_delay_ms: float = 0.0
     timeout_s: float = 600.0
     openai_max_tokens_param: str = "max_completion_tokens"
     models: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def option(self, name: str) -> str | None:
+        """A configuration option as text, None when it is not set (or empty)."""
+        value = self.options.get(name)
+        return str(value) if value else None
 
 
 @dataclass

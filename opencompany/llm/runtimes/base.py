@@ -11,6 +11,7 @@ ends the process group on Stop.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,21 +30,24 @@ MCP_SERVER_NAME = "opencompany"
 class RuntimeConfig:
     """Where the programs are installed and the credentials they are given, built from settings.
 
-    ``bin_dir`` holds the installed programs (``claude``, ``codex``). The Anthropic settings reach Claude
-    Code, the OpenAI ones Codex (``openai_base_url`` as its model provider's base URL). ``proxy_env``
+    ``bin_dir`` holds the installed programs (``claude``, ``codex``). ``options``: the configuration the
+    programs' registry entries declare — the Anthropic key and base URL reach Claude Code, the OpenAI
+    ones Codex (``openai_base_url`` as its model provider's base URL). ``proxy_env``
     is passed through unchanged (the operator's ``HTTPS_PROXY``/``NO_PROXY``). ``stop_grace_s``: how
     long a stopped program gets after SIGTERM before its process group is killed.
     """
 
     bin_dir: str
-    anthropic_api_key: str | None = None
-    anthropic_base_url: str | None = None
-    openai_api_key: str | None = None
-    openai_base_url: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
     proxy_env: dict[str, str] = field(default_factory=dict)
     path: str = "/usr/local/bin:/usr/bin:/bin"
     stop_grace_s: float = 0.5
     timeout_s: float = 3600.0
+
+    def option(self, name: str) -> str | None:
+        """A configuration option as text, None when it is not set (or empty)."""
+        value = self.options.get(name)
+        return str(value) if value else None
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,7 @@ class ClaudeCode:
     def __init__(self, config: RuntimeConfig) -> None:
         self.config = config
         self.program = require_program(config, "claude", self.display_name)
-        if not config.anthropic_api_key:
+        if not config.option("anthropic_api_key"):
             raise ProviderError(
                 PROVIDER_NOT_CONFIGURED, "No API key is configured for Claude Code (ANTHROPIC_API_KEY)."
             )
@@ -216,10 +216,10 @@ class ClaudeCode:
             **base_env(self.config, request),
             **QUIET_ENV,
             "CLAUDE_CONFIG_DIR": str(request.home / ".claude"),
-            "ANTHROPIC_API_KEY": str(self.config.anthropic_api_key),
+            "ANTHROPIC_API_KEY": str(self.config.option("anthropic_api_key")),
         }
-        if self.config.anthropic_base_url:
-            env["ANTHROPIC_BASE_URL"] = self.config.anthropic_base_url
+        if base_url := self.config.option("anthropic_base_url"):
+            env["ANTHROPIC_BASE_URL"] = base_url
         return Launch(
             argv=argv, env=env, stdin=request.prompt.encode("utf-8"), cwd=request.workdir, files=files
         )

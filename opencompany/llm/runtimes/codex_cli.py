@@ -178,7 +178,7 @@ class CodexCli:
     def __init__(self, config: RuntimeConfig) -> None:
         self.config = config
         self.program = require_program(config, "codex", self.display_name)
-        if not config.openai_api_key:
+        if not config.option("openai_api_key"):
             raise ProviderError(
                 PROVIDER_NOT_CONFIGURED, "No API key is configured for Codex CLI (OPENAI_API_KEY)."
             )
@@ -208,7 +208,7 @@ class CodexCli:
                 f"model_providers.{MCP_SERVER_NAME}",
                 {
                     "name": "OpenCompany",
-                    "base_url": self.config.openai_base_url or DEFAULT_BASE_URL,
+                    "base_url": self.config.option("openai_base_url") or DEFAULT_BASE_URL,
                     "env_key": KEY_ENV,
                     "wire_api": "responses",
                     # The app decides about retries, as with the providers.
@@ -249,7 +249,7 @@ class CodexCli:
         env = {
             **base_env(self.config, request),
             "CODEX_HOME": str(codex_home),
-            KEY_ENV: str(self.config.openai_api_key),
+            KEY_ENV: str(self.config.option("openai_api_key")),
         }
         return Launch(
             argv=argv,
