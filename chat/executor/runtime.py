@@ -28,7 +28,7 @@ from conversations import services as conversations
 from conversations.selectors import conversation_runtime_binding
 from opencompany.core.asyncdb import db_call
 from opencompany.core.json import canonical_json
-from opencompany.llm.commit import CallRecord
+from opencompany.llm.commit import CallRecord, CommitFailed, Committer
 from opencompany.llm.loop import LoopResult, OnEvent
 from opencompany.llm.providers.base import Request, Usage
 from opencompany.llm.registry import context_adapter, get_program
@@ -134,15 +134,17 @@ async def run_with_runtime(
                 tool_result_max_chars=prepared.tool_result_max_chars,
                 run_id=run.run_id,
             )
-    await _record_turn(prepared, runtime, outcome, sink)
+    try:
+        # Through the loop's committer, so a refused record ends the run with the loop's code.
+        await Committer(sink, run_id=run.run_id).record_call(_turn_record(prepared, runtime, outcome))
+    except CommitFailed as exc:
+        outcome.result.fail(exc.code, exc.message)
     if key is not None and runtime.resumable:
         await _keep_binding(prepared, runtime, outcome, sink, bound=bool(binding))
     return outcome.result
 
 
-async def _record_turn(
-    prepared: Prepared, runtime: Runtime, outcome: TurnOutcome, sink: ConversationSink
-) -> None:
+def _turn_record(prepared: Prepared, runtime: Runtime, outcome: TurnOutcome) -> CallRecord:
     """The program's turn as one ledger row: the usage it reported (the sum of its own calls) and, as
     the program's context cannot be counted from here, an estimated pressure."""
     result = outcome.result
@@ -156,37 +158,35 @@ async def _record_turn(
     measure = adapter.measure_active_context(request)
     status = {"finished": "ok", "stopped": "stopped"}.get(result.status, "error")
     reported = result.usage if result.usage != Usage() else None
-    await sink.record_call(
-        CallRecord(
-            kind="step",
-            status=status,
-            provider=runtime.name,
-            model=prepared.model.model,
-            usage=reported,
-            settings={"model": prepared.model.model, "max_output_tokens": prepared.model.max_output_tokens},
-            system_digest=hashlib.sha256(prepared.system_blocks[0].encode()).hexdigest(),
-            notes_digest=(
-                hashlib.sha256(prepared.system_blocks[1].encode()).hexdigest()
-                if len(prepared.system_blocks) > 1
-                else ""
-            ),
-            tools_digest=hashlib.sha256(
-                canonical_json(
-                    [
-                        {"name": t.name, "description": t.description, "schema": t.input_schema}
-                        for t in prepared.tools
-                    ]
-                ).encode()
-            ).hexdigest(),
-            message_count=len(prepared.messages),
-            pressure=measure.tokens,
-            pressure_estimated=measure.estimated,
-            output_headroom=prepared.model.max_output_tokens,
-            context_window=prepared.model.context_window,
-            # What the firing carried, whatever its outcome: the program's declared fidelity.
-            runtime=runtime.name,
-            fidelity=runtime.fidelity,
-        )
+    return CallRecord(
+        kind="step",
+        status=status,
+        provider=runtime.name,
+        model=prepared.model.model,
+        usage=reported,
+        settings={"model": prepared.model.model, "max_output_tokens": prepared.model.max_output_tokens},
+        system_digest=hashlib.sha256(prepared.system_blocks[0].encode()).hexdigest(),
+        notes_digest=(
+            hashlib.sha256(prepared.system_blocks[1].encode()).hexdigest()
+            if len(prepared.system_blocks) > 1
+            else ""
+        ),
+        tools_digest=hashlib.sha256(
+            canonical_json(
+                [
+                    {"name": t.name, "description": t.description, "schema": t.input_schema}
+                    for t in prepared.tools
+                ]
+            ).encode()
+        ).hexdigest(),
+        message_count=len(prepared.messages),
+        pressure=measure.tokens,
+        pressure_estimated=measure.estimated,
+        output_headroom=prepared.model.max_output_tokens,
+        context_window=prepared.model.context_window,
+        # What the firing carried, whatever its outcome: the program's declared fidelity.
+        runtime=runtime.name,
+        fidelity=runtime.fidelity,
     )
 
 
