@@ -508,6 +508,30 @@ def test_stop_ends_codexs_process_group_within_two_seconds_and_keeps_the_turn_as
     assert MemoryItem.objects.count() == 1
 
 
+def test_clear_during_a_codex_turn_ends_the_run_context_changed_and_keeps_the_context_cleared(owner, openai):
+    workflow = make_workflow(owner, _graph("codex_cli", "gpt-test"))
+    key = _key(workflow)
+    held = responses_reply("An answer to a question the owner cleared.")
+    held.hold_after = 1
+    openai.replies.append(held)
+    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="A question")
+    run_id = admission.run.run_id
+    worker = threading.Thread(target=lambda: async_to_sync(execute_run)(run_id), daemon=True)
+    worker.start()
+
+    try:
+        assert held.held.wait(30)
+        conversations.conversation_clear(key=key)
+    finally:
+        held.release.set()
+        worker.join(60)
+
+    run = ChatRun.objects.get(run_id=run_id)
+    assert (run.state, run.error_code) == ("error", "context_changed")
+    assert conversation_load(key=key) == []
+    assert ConversationArchive.objects.get(reason="cleared").length == 1  # only the owner's question
+
+
 def test_a_bound_session_the_program_no_longer_has_is_replaced_by_a_new_one_with_the_transcript(
     owner, anthropic, settings
 ):
