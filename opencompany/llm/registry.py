@@ -13,7 +13,6 @@ or program, the context adapter. Nothing else spells a provider's name.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,7 +67,6 @@ class ProviderEntry:
         return self.program is not None
 
 
-_lock = threading.Lock()
 _loaded: tuple[tuple[str, ...], dict[str, ProviderEntry]] | None = None
 
 
@@ -96,8 +94,7 @@ def load_providers() -> dict[str, ProviderEntry]:
         if entry.name in entries:
             raise ImproperlyConfigured(f"OPENCOMPANY_PROVIDERS: the name {entry.name!r} is listed twice.")
         entries[entry.name] = entry
-    with _lock:
-        _loaded = (paths, entries)
+    _loaded = (paths, entries)
     return entries
 
 
