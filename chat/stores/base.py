@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from django.db import models
 
 from chat.models import ChatMessage, ChatRun, ChatThread
+from opencompany.core.errors import Refused
 
 
 @dataclass(frozen=True)
@@ -38,14 +39,6 @@ class Replay:
     message: ChatMessage
     run: ChatRun
     revision: int
-
-
-@dataclass(frozen=True)
-class Refused:
-    """Nothing was written. `code` is the chat's (or core's `not_found`) error code; `extra` its facts."""
-
-    code: str
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 type AdmitAnswer = Admitted | Replay | Refused

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -20,7 +20,7 @@ from conversations import errors
 from conversations.models import AgentConversation, ConversationMessage, ProviderCall
 from conversations.types import ConversationKey, TokenUsage
 from graphs.models import Workflow
-from opencompany.core.errors import NOT_FOUND
+from opencompany.core.errors import NOT_FOUND, Refused
 
 INSERT_BATCH = 500  # rows per INSERT of the ORM's bulk inserts
 
@@ -49,14 +49,6 @@ class Unchanged:
     """Nothing was written: the head already is this append applied, or the append carried nothing."""
 
     head: Head
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """Nothing was written. `code` is the conversations' (or core's `not_found`) code; `extra` its facts."""
-
-    code: str
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 type AppendAnswer = Appended | Unchanged | Refused

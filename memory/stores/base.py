@@ -8,7 +8,7 @@ write after a store answered.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -16,6 +16,7 @@ from django.db import connection
 
 from memory.errors import IDEMPOTENCY_KEY_REUSED
 from memory.models import MemoryItem, MemoryNamespace, MemoryReceipt, MemoryRevision
+from opencompany.core.errors import Refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,14 +31,6 @@ class Replay:
     """The same request was remembered before under this operation id: nothing was written."""
 
     receipt: MemoryReceipt
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """Nothing was written, for the reason `code` (one of `memory.errors`' codes)."""
-
-    code: str
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 type RememberOutcome = Remembered | Replay | Refused

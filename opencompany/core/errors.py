@@ -6,6 +6,7 @@ size middleware and the websocket error frame all render it with `render_error`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 # Codes shared across apps. App-specific codes live in each app's errors.py.
@@ -30,6 +31,15 @@ _DEFAULT_STATUS = {
     INTERNAL_ERROR: 500,
     SERVICE_UNAVAILABLE: 503,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A store's answer when it wrote nothing: `code` is the owning app's error code (or `not_found`),
+    `extra` the facts its service words the refusal from. Every app's store answers refusals with it."""
+
+    code: str
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class ApplicationError(Exception):
