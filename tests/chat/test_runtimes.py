@@ -358,24 +358,31 @@ def test_stop_ends_claude_codes_process_group_within_two_seconds_and_saves_the_t
     assert (call.runtime, call.fidelity, call.status) == ("claude_code", "observable", "stopped")
 
 
-def test_clear_during_a_claude_code_turn_ends_the_run_context_changed_and_keeps_the_context_cleared(
-    owner, anthropic
-):
-    workflow = make_workflow(owner, _graph("claude_code", "claude-test"))
+def _clear_during_the_turn(workflow: Workflow, held: Reply) -> tuple[ConversationKey, str]:
+    """Send, wait until the program's provider stream is held mid-answer, Clear the Context, let the
+    stream go on; returns the key and the run's id once the run has ended."""
     key = _key(workflow)
-    held = anthropic_reply(("text", "An answer to a question ", "the owner cleared."), hold_after=3)
-    anthropic.replies.append(held)
     admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="A question")
     run_id = admission.run.run_id
     worker = threading.Thread(target=lambda: async_to_sync(execute_run)(run_id), daemon=True)
     worker.start()
-
     try:
         assert held.held.wait(30)
         conversations.conversation_clear(key=key)
     finally:
         held.release.set()
         worker.join(60)
+    return key, run_id
+
+
+def test_clear_during_a_claude_code_turn_ends_the_run_context_changed_and_keeps_the_context_cleared(
+    owner, anthropic
+):
+    workflow = make_workflow(owner, _graph("claude_code", "claude-test"))
+    held = anthropic_reply(("text", "An answer to a question ", "the owner cleared."), hold_after=3)
+    anthropic.replies.append(held)
+
+    key, run_id = _clear_during_the_turn(workflow, held)
 
     run = ChatRun.objects.get(run_id=run_id)
     assert (run.state, run.error_code) == ("error", "context_changed")
@@ -510,21 +517,11 @@ def test_stop_ends_codexs_process_group_within_two_seconds_and_keeps_the_turn_as
 
 def test_clear_during_a_codex_turn_ends_the_run_context_changed_and_keeps_the_context_cleared(owner, openai):
     workflow = make_workflow(owner, _graph("codex_cli", "gpt-test"))
-    key = _key(workflow)
     held = responses_reply("An answer to a question the owner cleared.")
     held.hold_after = 1
     openai.replies.append(held)
-    admission = services.chat_send(owner_id=workflow.owner_id, workflow_id=workflow.pk, text="A question")
-    run_id = admission.run.run_id
-    worker = threading.Thread(target=lambda: async_to_sync(execute_run)(run_id), daemon=True)
-    worker.start()
 
-    try:
-        assert held.held.wait(30)
-        conversations.conversation_clear(key=key)
-    finally:
-        held.release.set()
-        worker.join(60)
+    key, run_id = _clear_during_the_turn(workflow, held)
 
     run = ChatRun.objects.get(run_id=run_id)
     assert (run.state, run.error_code) == ("error", "context_changed")
